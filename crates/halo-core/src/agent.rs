@@ -1,0 +1,535 @@
+//! [`HaloAgent`]: the stable prefix, the message log, a model and tools, and the tool loop.
+//!
+//! [`HaloAgent::generate_text`] runs the full loop: call the model with the prefix and the
+//! history, append the assistant turn, run each tool call, append the results, and repeat
+//! until the model answers without tool calls or `max_steps` calls were made. An assistant
+//! turn and its tool results enter the log together, so the log holds only complete steps.
+//!
+//! Every run, step, model call and tool call is a `tracing` span named after the
+//! OpenTelemetry GenAI semantic conventions (`invoke_agent`, `chat`, `execute_tool`) with
+//! their attribute names (`gen_ai.request.model`, `gen_ai.usage.input_tokens`, ...).
+
+use std::sync::Arc;
+
+use tracing::{Instrument, field::Empty};
+
+use crate::error::HaloError;
+use crate::log::{DEFAULT_LOG_CAPACITY, MessageLog};
+use crate::message::{AssistantMessage, Message, ToolCall, ToolResult};
+use crate::model::{
+    DynModelAdapter, FinishReason, GenerationOptions, ModelRequest, SharedModel, Usage,
+};
+use crate::prefix::{Fingerprint, SkillMeta, StablePrefix};
+use crate::tool::{DynTool, ToolRegistry};
+
+/// Default limit on model calls per run.
+pub const DEFAULT_MAX_STEPS: usize = 20;
+
+/// Token and cache counters over model calls.
+///
+/// Counts the provider did not report are left out of the sums; `calls_without_cache_info`
+/// says how many calls that was, so a 0 % hit ratio from a server that reports nothing is
+/// not mistaken for a cold cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AgentStats {
+    /// Model calls made.
+    pub steps: u64,
+    /// Input tokens, cached ones included.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Input tokens read from the prompt cache.
+    pub cache_read_tokens: u64,
+    /// Input tokens written to the prompt cache (where reported).
+    pub cache_write_tokens: u64,
+    /// Input tokens of the calls that reported cache reads (the ratio's denominator).
+    pub cache_reported_input_tokens: u64,
+    /// Calls whose provider did not report cache reads.
+    pub calls_without_cache_info: u64,
+    /// Times the prefix fingerprint differed from the previous call's: each is one
+    /// expected cache miss.
+    pub prefix_fingerprint_changes: u64,
+    /// Tool calls executed.
+    pub tool_calls: u64,
+}
+
+impl AgentStats {
+    /// `cache_read_tokens / input tokens` over the calls that reported both; 0 when none did.
+    pub fn cache_hit_ratio(&self) -> f64 {
+        if self.cache_reported_input_tokens == 0 {
+            0.0
+        } else {
+            self.cache_read_tokens as f64 / self.cache_reported_input_tokens as f64
+        }
+    }
+
+    fn record(&mut self, usage: &Usage) {
+        self.steps += 1;
+        self.input_tokens += usage.input_tokens.unwrap_or(0);
+        self.output_tokens += usage.output_tokens.unwrap_or(0);
+        self.cache_write_tokens += usage.cache_write_tokens.unwrap_or(0);
+        match (usage.cache_read_tokens, usage.input_tokens) {
+            (Some(read), Some(input)) => {
+                self.cache_read_tokens += read;
+                self.cache_reported_input_tokens += input;
+            }
+            (Some(read), None) => self.cache_read_tokens += read,
+            _ => self.calls_without_cache_info += 1,
+        }
+    }
+
+    fn add(&mut self, other: &AgentStats) {
+        self.steps += other.steps;
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+        self.cache_reported_input_tokens += other.cache_reported_input_tokens;
+        self.calls_without_cache_info += other.calls_without_cache_info;
+        self.prefix_fingerprint_changes += other.prefix_fingerprint_changes;
+        self.tool_calls += other.tool_calls;
+    }
+}
+
+/// One model call of a run and the tool calls it led to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepResult {
+    /// The assistant turn.
+    pub message: AssistantMessage,
+    /// Why the model stopped.
+    pub finish_reason: FinishReason,
+    /// Token counts of the call.
+    pub usage: Usage,
+    /// The results of the step's tool calls, in call order.
+    pub tool_results: Vec<ToolResult>,
+    /// The prefix fingerprint the call was made with.
+    pub prefix_fingerprint: Fingerprint,
+}
+
+/// What [`HaloAgent::generate_text`] returns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GenerateTextResult {
+    /// The final answer text (the last step's text).
+    pub text: String,
+    /// Every step, in order.
+    pub steps: Vec<StepResult>,
+    /// The counters of this run.
+    pub stats: AgentStats,
+}
+
+impl GenerateTextResult {
+    /// The finish reason of the last step.
+    pub fn finish_reason(&self) -> Option<&FinishReason> {
+        self.steps.last().map(|s| &s.finish_reason)
+    }
+}
+
+/// Builds a [`HaloAgent`].
+pub struct HaloAgentBuilder {
+    model: SharedModel,
+    prefix: StablePrefix,
+    tools: ToolRegistry,
+    options: GenerationOptions,
+    max_steps: usize,
+    log_capacity: usize,
+    session_id: Option<String>,
+}
+
+impl HaloAgentBuilder {
+    /// Sets the system prompt.
+    pub fn system(mut self, system: impl Into<String>) -> Self {
+        self.prefix.set_system(system);
+        self
+    }
+
+    /// Adds a tool.
+    ///
+    /// # Errors
+    /// [`HaloError::Prefix`] for a duplicate name, an invalid name or a bad schema.
+    pub fn tool(mut self, tool: impl DynTool + 'static) -> Result<Self, HaloError> {
+        add_tool(&mut self.tools, &mut self.prefix, Arc::new(tool))?;
+        Ok(self)
+    }
+
+    /// Adds shared tools (a sandbox's tool set, MCP tools).
+    ///
+    /// # Errors
+    /// As [`tool`](Self::tool).
+    pub fn tools(
+        mut self,
+        tools: impl IntoIterator<Item = Arc<dyn DynTool>>,
+    ) -> Result<Self, HaloError> {
+        for t in tools {
+            add_tool(&mut self.tools, &mut self.prefix, t)?;
+        }
+        Ok(self)
+    }
+
+    /// Appends few-shot example turns to the prefix.
+    pub fn few_shot(mut self, messages: impl IntoIterator<Item = Message>) -> Self {
+        self.prefix = self.prefix.with_few_shot(messages);
+        self
+    }
+
+    /// Adds a skill to the prefix's catalog.
+    pub fn skill(mut self, skill: SkillMeta) -> Self {
+        self.prefix.add_skill(skill);
+        self
+    }
+
+    /// Sets the generation options sent with every call.
+    pub fn options(mut self, options: GenerationOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Sets the most model calls per run (default [`DEFAULT_MAX_STEPS`], at least 1).
+    pub fn max_steps(mut self, n: usize) -> Self {
+        self.max_steps = n.max(1);
+        self
+    }
+
+    /// Sets the log capacity in messages (default [`DEFAULT_LOG_CAPACITY`]).
+    pub fn log_capacity(mut self, n: usize) -> Self {
+        self.log_capacity = n;
+        self
+    }
+
+    /// Sets a stable session id (OpenAI `prompt_cache_key`, DeepSeek `user_id`).
+    pub fn session_id(mut self, id: impl Into<String>) -> Self {
+        self.session_id = Some(id.into());
+        self
+    }
+
+    /// Builds the agent.
+    pub fn build(self) -> HaloAgent {
+        HaloAgent {
+            model: self.model,
+            prefix: self.prefix,
+            tools: self.tools,
+            log: MessageLog::with_capacity(self.log_capacity),
+            options: self.options,
+            max_steps: self.max_steps,
+            session_id: self.session_id,
+            stats: AgentStats::default(),
+            last_fingerprint: None,
+        }
+    }
+}
+
+fn add_tool(
+    tools: &mut ToolRegistry,
+    prefix: &mut StablePrefix,
+    tool: Arc<dyn DynTool>,
+) -> Result<(), HaloError> {
+    let spec = tools.insert(tool)?;
+    if let Err(e) = prefix.add_tool(spec.clone()) {
+        tools.remove(&spec.name);
+        return Err(e.into());
+    }
+    Ok(())
+}
+
+/// An agent: a stable prefix, a bounded message log, a model and its tools.
+///
+/// ```
+/// # use halo_core::{HaloAgent, testing::ScriptedModel};
+/// # futures::executor::block_on(async {
+/// let model = ScriptedModel::new().text("Hello!");
+/// let mut agent = HaloAgent::builder(model).system("Be brief.").build();
+/// let result = agent.generate_text("Hi").await.unwrap();
+/// assert_eq!(result.text, "Hello!");
+/// assert_eq!(agent.log().len(), 2);
+/// # });
+/// ```
+pub struct HaloAgent {
+    model: SharedModel,
+    prefix: StablePrefix,
+    tools: ToolRegistry,
+    log: MessageLog,
+    options: GenerationOptions,
+    max_steps: usize,
+    session_id: Option<String>,
+    stats: AgentStats,
+    last_fingerprint: Option<Fingerprint>,
+}
+
+impl std::fmt::Debug for HaloAgent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HaloAgent")
+            .field("model", &self.model.model_name())
+            .field("prefix_fingerprint", &self.prefix.fingerprint())
+            .field("tools", &self.tools)
+            .field("log_len", &self.log.len())
+            .field("max_steps", &self.max_steps)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HaloAgent {
+    /// Starts building an agent on `model`.
+    pub fn builder(model: impl DynModelAdapter + 'static) -> HaloAgentBuilder {
+        Self::builder_shared(Arc::new(model))
+    }
+
+    /// Starts building an agent on a shared model.
+    pub fn builder_shared(model: SharedModel) -> HaloAgentBuilder {
+        HaloAgentBuilder {
+            model,
+            prefix: StablePrefix::default(),
+            tools: ToolRegistry::new(),
+            options: GenerationOptions::default(),
+            max_steps: DEFAULT_MAX_STEPS,
+            log_capacity: DEFAULT_LOG_CAPACITY,
+            session_id: None,
+        }
+    }
+
+    /// The stable prefix.
+    pub fn prefix(&self) -> &StablePrefix {
+        &self.prefix
+    }
+
+    /// The message log.
+    pub fn log(&self) -> &MessageLog {
+        &self.log
+    }
+
+    /// The message log, for callers that edit history themselves.
+    pub fn log_mut(&mut self) -> &mut MessageLog {
+        &mut self.log
+    }
+
+    /// Empties the log; the prefix and its fingerprint are untouched.
+    pub fn clear_log(&mut self) {
+        self.log.clear();
+    }
+
+    /// The counters over every run of this agent.
+    pub fn stats(&self) -> AgentStats {
+        self.stats
+    }
+
+    /// The generation options.
+    pub fn options(&self) -> &GenerationOptions {
+        &self.options
+    }
+
+    /// The model.
+    pub fn model(&self) -> &SharedModel {
+        &self.model
+    }
+
+    /// Adds a tool mid-session. This changes the prefix: the next call is one cache miss.
+    ///
+    /// # Errors
+    /// [`HaloError::Prefix`] for a duplicate or invalid tool.
+    pub fn add_tool(&mut self, tool: impl DynTool + 'static) -> Result<(), HaloError> {
+        add_tool(&mut self.tools, &mut self.prefix, Arc::new(tool))
+    }
+
+    /// Replaces the system prompt. This changes the prefix: the next call is one cache miss.
+    pub fn set_system(&mut self, system: impl Into<String>) {
+        self.prefix.set_system(system);
+    }
+
+    /// Runs the tool loop on a new user message until the model answers without tool calls.
+    ///
+    /// # Errors
+    /// - [`HaloError::Model`] when a model call fails; the log keeps the input and every
+    ///   step completed before the failure.
+    /// - [`HaloError::ToolFatal`] when a tool ends the run; the failing step is not logged.
+    /// - [`HaloError::MaxStepsReached`] after `max_steps` calls that all asked for tools.
+    ///
+    /// Unknown tools, bad arguments and failing tools are not errors: they become tool
+    /// results with `is_error: true` that the model reads.
+    ///
+    /// # Cancel safety
+    /// Dropping the future between steps loses nothing; dropped mid-step, the step's
+    /// assistant turn and results are not logged (the log stays complete).
+    pub async fn generate_text(
+        &mut self,
+        input: impl Into<String>,
+    ) -> Result<GenerateTextResult, HaloError> {
+        let span = tracing::info_span!(
+            "invoke_agent",
+            "gen_ai.operation.name" = "invoke_agent",
+            "gen_ai.system" = self.model.provider(),
+            "gen_ai.request.model" = self.model.model_name(),
+            "halo.prefix.fingerprint" = %self.prefix.fingerprint(),
+            "gen_ai.usage.input_tokens" = Empty,
+            "gen_ai.usage.output_tokens" = Empty,
+            "gen_ai.usage.cache_read.input_tokens" = Empty,
+            "halo.steps" = Empty,
+        );
+        let input = input.into();
+        async move {
+            self.log.push(Message::user(input));
+            let outcome = self.run_loop().await;
+            let stats = match &outcome {
+                Ok(r) => r.stats,
+                Err(HaloError::MaxStepsReached { partial, .. }) => partial.stats,
+                Err(_) => AgentStats::default(),
+            };
+            let span = tracing::Span::current();
+            span.record("gen_ai.usage.input_tokens", stats.input_tokens);
+            span.record("gen_ai.usage.output_tokens", stats.output_tokens);
+            span.record(
+                "gen_ai.usage.cache_read.input_tokens",
+                stats.cache_read_tokens,
+            );
+            span.record("halo.steps", stats.steps);
+            outcome
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn run_loop(&mut self) -> Result<GenerateTextResult, HaloError> {
+        let mut run_stats = AgentStats::default();
+        let mut steps = Vec::new();
+        let result = loop {
+            if steps.len() >= self.max_steps {
+                let text = steps
+                    .last()
+                    .map(|s: &StepResult| s.message.text.clone())
+                    .unwrap_or_default();
+                break Err(HaloError::MaxStepsReached {
+                    max_steps: self.max_steps,
+                    partial: Box::new(GenerateTextResult {
+                        text,
+                        steps,
+                        stats: run_stats,
+                    }),
+                });
+            }
+            let step_span = tracing::info_span!("step", "halo.step" = steps.len() + 1);
+            let step = self.step(&mut run_stats).instrument(step_span).await;
+            match step {
+                Ok(step) => {
+                    let done = step.message.tool_calls.is_empty();
+                    steps.push(step);
+                    if done {
+                        let text = steps
+                            .last()
+                            .map(|s| s.message.text.clone())
+                            .unwrap_or_default();
+                        break Ok(GenerateTextResult {
+                            text,
+                            steps,
+                            stats: run_stats,
+                        });
+                    }
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        self.stats.add(&run_stats);
+        result
+    }
+
+    /// One model call and its tool calls. The assistant turn and the results are logged
+    /// together at the end, or not at all.
+    async fn step(&mut self, run_stats: &mut AgentStats) -> Result<StepResult, HaloError> {
+        let fingerprint = self.prefix.fingerprint();
+        if self
+            .last_fingerprint
+            .is_some_and(|last| last != fingerprint)
+        {
+            run_stats.prefix_fingerprint_changes += 1;
+            tracing::info!(
+                "halo.prefix.fingerprint" = %fingerprint,
+                "the stable prefix changed: expect one prompt-cache miss"
+            );
+        }
+        self.last_fingerprint = Some(fingerprint);
+
+        let history = self.log.to_vec();
+        let request = ModelRequest {
+            prefix: &self.prefix,
+            history: &history,
+            options: &self.options,
+            session_id: self.session_id.as_deref(),
+        };
+        let chat_span = tracing::info_span!(
+            "chat",
+            "gen_ai.operation.name" = "chat",
+            "gen_ai.system" = self.model.provider(),
+            "gen_ai.request.model" = self.model.model_name(),
+            "gen_ai.response.model" = Empty,
+            "gen_ai.response.finish_reasons" = Empty,
+            "gen_ai.usage.input_tokens" = Empty,
+            "gen_ai.usage.output_tokens" = Empty,
+            "gen_ai.usage.cache_read.input_tokens" = Empty,
+            "gen_ai.usage.cache_creation.input_tokens" = Empty,
+        );
+        let response = self
+            .model
+            .generate_boxed(request)
+            .instrument(chat_span.clone())
+            .await
+            .inspect_err(|e| tracing::warn!(parent: &chat_span, error = %e, "model call failed"))?;
+        record_usage(&chat_span, &response.usage);
+        if let Some(m) = &response.model {
+            chat_span.record("gen_ai.response.model", m.as_str());
+        }
+        chat_span.record(
+            "gen_ai.response.finish_reasons",
+            format!("{:?}", response.finish_reason),
+        );
+        run_stats.record(&response.usage);
+
+        let mut results = Vec::with_capacity(response.message.tool_calls.len());
+        for call in &response.message.tool_calls {
+            results.push(self.run_tool(call).await?);
+            run_stats.tool_calls += 1;
+        }
+        self.log.push_step(
+            Message::Assistant(response.message.clone()),
+            results.iter().cloned().map(Message::Tool),
+        );
+        Ok(StepResult {
+            message: response.message,
+            finish_reason: response.finish_reason,
+            usage: response.usage,
+            tool_results: results,
+            prefix_fingerprint: fingerprint,
+        })
+    }
+
+    async fn run_tool(&self, call: &ToolCall) -> Result<ToolResult, HaloError> {
+        let span = tracing::info_span!(
+            "execute_tool",
+            "gen_ai.operation.name" = "execute_tool",
+            "gen_ai.tool.name" = call.name.as_str(),
+            "gen_ai.tool.call.id" = call.id.as_str(),
+            "halo.tool.is_error" = Empty,
+        );
+        let result = self.tools.execute(call).instrument(span.clone()).await;
+        match result {
+            Ok(r) => {
+                span.record("halo.tool.is_error", r.is_error);
+                Ok(r)
+            }
+            Err(message) => Err(HaloError::ToolFatal {
+                tool: call.name.clone(),
+                message,
+            }),
+        }
+    }
+}
+
+fn record_usage(span: &tracing::Span, usage: &Usage) {
+    if let Some(n) = usage.input_tokens {
+        span.record("gen_ai.usage.input_tokens", n);
+    }
+    if let Some(n) = usage.output_tokens {
+        span.record("gen_ai.usage.output_tokens", n);
+    }
+    if let Some(n) = usage.cache_read_tokens {
+        span.record("gen_ai.usage.cache_read.input_tokens", n);
+    }
+    if let Some(n) = usage.cache_write_tokens {
+        span.record("gen_ai.usage.cache_creation.input_tokens", n);
+    }
+}

@@ -1,0 +1,36 @@
+//! The top-level error of an agent run.
+
+use crate::agent::GenerateTextResult;
+use crate::model::ModelError;
+use crate::prefix::PrefixError;
+
+/// Why an agent run or an agent change failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HaloError {
+    /// The model call failed; see [`ModelError::is_retryable`].
+    #[error("model call failed: {0}")]
+    Model(#[from] ModelError),
+    /// A tool returned [`ToolError::Fatal`](crate::tool::ToolError::Fatal).
+    #[error("tool `{tool}` ended the run: {message}")]
+    ToolFatal {
+        /// The tool's name.
+        tool: String,
+        /// What it said.
+        message: String,
+    },
+    /// The run used `max_steps` model calls and the model still wanted tools. `partial`
+    /// holds every completed step; the log holds them too.
+    #[error(
+        "the run reached max_steps ({max_steps}) before the model gave a final answer; raise max_steps or simplify the task"
+    )]
+    MaxStepsReached {
+        /// The limit that was hit.
+        max_steps: usize,
+        /// What the run did until then.
+        partial: Box<GenerateTextResult>,
+    },
+    /// A prefix change was refused (duplicate or invalid tool).
+    #[error(transparent)]
+    Prefix(#[from] PrefixError),
+}

@@ -1,0 +1,64 @@
+//! # halo-core
+//!
+//! The traits and the agent loop of Halo, a library for LLM agents whose every request
+//! keeps the provider's prompt cache warm. This crate does no network, process or
+//! filesystem IO: models, sandboxes and tools come in through traits.
+//!
+//! A request is a [`StablePrefix`] (system prompt, tool specs, few-shot turns, skill
+//! catalog; canonically serialized and fingerprinted) followed by the [`MessageLog`] (the
+//! append-only, bounded history). A [`ModelAdapter`] receives the two separately and
+//! decides where the provider's cache markers go. [`HaloAgent`] runs the tool loop.
+//!
+//! ```
+//! use halo_core::{HaloAgent, testing::ScriptedModel, tool::{Tool, ToolError, ToolOutput}};
+//! use schemars::JsonSchema;
+//! use serde::Deserialize;
+//! use serde_json::json;
+//!
+//! struct Weather;
+//! #[derive(Deserialize, JsonSchema)]
+//! struct City { city: String }
+//! impl Tool for Weather {
+//!     type Args = City;
+//!     fn name(&self) -> &str { "weather" }
+//!     fn description(&self) -> &str { "Current weather in a city." }
+//!     async fn call(&self, a: City) -> Result<ToolOutput, ToolError> {
+//!         Ok(format!("sunny in {}", a.city).into())
+//!     }
+//! }
+//!
+//! # futures::executor::block_on(async {
+//! let model = ScriptedModel::new()
+//!     .tool_call("weather", json!({"city": "Oslo"}))
+//!     .text("It is sunny in Oslo.");
+//! let mut agent = HaloAgent::builder(model.clone())
+//!     .system("You answer weather questions.")
+//!     .tool(Weather).unwrap()
+//!     .build();
+//! let out = agent.generate_text("Weather in Oslo?").await.unwrap();
+//! assert_eq!(out.text, "It is sunny in Oslo.");
+//! assert_eq!(out.steps[0].tool_results[0].content, "sunny in Oslo");
+//! model.assert_consumed();
+//! # });
+//! ```
+
+pub mod agent;
+pub mod error;
+pub mod log;
+pub mod message;
+pub mod model;
+pub mod prefix;
+#[cfg(feature = "testing")]
+pub mod testing;
+pub mod tool;
+
+pub use agent::{AgentStats, GenerateTextResult, HaloAgent, HaloAgentBuilder, StepResult};
+pub use error::HaloError;
+pub use log::MessageLog;
+pub use message::{AssistantMessage, ContentPart, Message, Reasoning, ToolCall, ToolResult};
+pub use model::{
+    DynModelAdapter, FinishReason, GenerationOptions, ModelAdapter, ModelError, ModelRequest,
+    ModelResponse, ResponseFormat, SharedModel, ToolChoice, Usage,
+};
+pub use prefix::{Fingerprint, PrefixError, SkillMeta, StablePrefix, ToolSpec};
+pub use tool::{DynTool, NoArgs, Tool, ToolError, ToolOutput, ToolRegistry};

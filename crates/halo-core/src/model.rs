@@ -1,0 +1,354 @@
+//! The model boundary: [`ModelAdapter`], what it receives and what it returns.
+//!
+//! An adapter receives the [`StablePrefix`] and the history *separately*, so each provider
+//! dialect decides where its cache markers go (Anthropic `cache_control` breakpoints at the
+//! end of the prefix, Gemini's `cachedContents` object owning system and tools, OpenAI's
+//! `prompt_cache_key`). It returns a normalized [`ModelResponse`] whose [`Usage`] keeps
+//! counts the provider did not report as `None` ("unknown"), never `0`.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+use crate::message::{AssistantMessage, Message};
+use crate::prefix::StablePrefix;
+
+/// Which tools the model may or must call.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "type", content = "name")]
+pub enum ToolChoice {
+    /// The model decides (the providers' default).
+    #[default]
+    Auto,
+    /// The model must call at least one tool.
+    Required,
+    /// The model must not call tools (the tools stay in the request, so the prefix is unchanged).
+    None,
+    /// The model must call the named tool.
+    Tool(String),
+}
+
+/// The shape of the answer text.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "type")]
+pub enum ResponseFormat {
+    /// Free text.
+    #[default]
+    Text,
+    /// A JSON object; with a schema, one that fits it (OpenAI `json_schema`, grammar-constrained
+    /// locally).
+    Json {
+        /// JSON Schema the object must satisfy, if any.
+        schema: Option<serde_json::Value>,
+    },
+}
+
+/// Per-request generation options. Keep them constant within a session: some providers key
+/// their prompt cache on them too.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct GenerationOptions {
+    /// Tool choice; default [`ToolChoice::Auto`].
+    pub tool_choice: ToolChoice,
+    /// Most tokens to generate, or the provider's default.
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature, or the provider's default.
+    pub temperature: Option<f32>,
+    /// Sampling seed, where the provider supports one.
+    pub seed: Option<u64>,
+    /// Stop sequences.
+    pub stop: Vec<String>,
+    /// The answer's shape.
+    pub response_format: ResponseFormat,
+}
+
+impl GenerationOptions {
+    /// Sets [`tool_choice`](Self::tool_choice).
+    pub fn with_tool_choice(mut self, choice: ToolChoice) -> Self {
+        self.tool_choice = choice;
+        self
+    }
+    /// Sets [`max_tokens`](Self::max_tokens).
+    pub fn with_max_tokens(mut self, n: u32) -> Self {
+        self.max_tokens = Some(n);
+        self
+    }
+    /// Sets [`temperature`](Self::temperature).
+    pub fn with_temperature(mut self, t: f32) -> Self {
+        self.temperature = Some(t);
+        self
+    }
+    /// Sets [`seed`](Self::seed).
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+}
+
+/// Everything an adapter needs for one call.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelRequest<'a> {
+    /// The stable prefix: system text, tool specs, few-shot turns, skill catalog.
+    pub prefix: &'a StablePrefix,
+    /// The history after the prefix, oldest first; every tool call has its results.
+    pub history: &'a [Message],
+    /// Generation options.
+    pub options: &'a GenerationOptions,
+    /// A stable id for the conversation (OpenAI `prompt_cache_key`, DeepSeek `user_id`),
+    /// if the caller set one.
+    pub session_id: Option<&'a str>,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// A natural end or a stop sequence.
+    Stop,
+    /// The `max_tokens` limit or the context window was reached.
+    Length,
+    /// The model called tools.
+    ToolCalls,
+    /// Output was withheld by a content filter.
+    ContentFilter,
+    /// Anything else, as the provider named it.
+    Other(String),
+}
+
+/// Token counts of one call, normalized across providers. `None` means the provider did not
+/// report the count, which is not the same as `0`.
+///
+/// `input_tokens` counts *all* input tokens, cached ones included (OpenAI, DeepSeek and
+/// Gemini report it so; Anthropic adapters add its cache reads and writes back in).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// All input tokens of the request, cached ones included.
+    pub input_tokens: Option<u64>,
+    /// Generated tokens, reasoning included.
+    pub output_tokens: Option<u64>,
+    /// Input tokens read from the provider's prompt cache.
+    pub cache_read_tokens: Option<u64>,
+    /// Input tokens written to the prompt cache (Anthropic, OpenAI GPT-5.6+).
+    pub cache_write_tokens: Option<u64>,
+    /// Reasoning tokens, a part of `output_tokens`.
+    pub reasoning_tokens: Option<u64>,
+}
+
+/// A normalized model answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelResponse {
+    /// The assistant turn: text, reasoning, tool calls.
+    pub message: AssistantMessage,
+    /// Why generation stopped; [`FinishReason::ToolCalls`] whenever `message` has calls.
+    pub finish_reason: FinishReason,
+    /// Token counts.
+    pub usage: Usage,
+    /// The model id the provider says answered, if it said.
+    pub model: Option<String>,
+}
+
+/// Errors at the model boundary. Policy is in methods: [`is_retryable`](Self::is_retryable)
+/// and [`retry_after`](Self::retry_after). Messages never contain an API key.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// HTTP 400 or 422: the request was malformed or had invalid parameters.
+    #[error("the provider rejected the request (HTTP {status}): {message}")]
+    InvalidRequest {
+        /// HTTP status.
+        status: u16,
+        /// A bounded excerpt of the provider's error.
+        message: String,
+    },
+    /// HTTP 401 or 403: the key is missing, wrong or lacks permission.
+    #[error("authentication failed (HTTP {status}): {message}; check the API key")]
+    Authentication {
+        /// HTTP status.
+        status: u16,
+        /// A bounded excerpt of the provider's error.
+        message: String,
+    },
+    /// HTTP 402, or an exhausted quota: needs a human to add credit. Not retryable.
+    #[error("insufficient balance or quota (HTTP {status}): {message}; top up the account")]
+    InsufficientBalance {
+        /// HTTP status.
+        status: u16,
+        /// A bounded excerpt of the provider's error.
+        message: String,
+    },
+    /// HTTP 429: too many requests. Retryable after `retry_after` if given.
+    #[error("rate limited (HTTP 429){}: {message}", fmt_retry(.retry_after))]
+    RateLimited {
+        /// The delay the provider asked for (`retry-after-ms` / `retry-after`).
+        retry_after: Option<Duration>,
+        /// A bounded excerpt of the provider's error.
+        message: String,
+    },
+    /// HTTP 5xx: the provider failed or is overloaded. Retryable.
+    #[error("provider error (HTTP {status}){}: {message}", fmt_retry(.retry_after))]
+    Server {
+        /// HTTP status.
+        status: u16,
+        /// The delay the provider asked for, if any.
+        retry_after: Option<Duration>,
+        /// A bounded excerpt of the provider's error.
+        message: String,
+    },
+    /// Any other HTTP status.
+    #[error("unexpected HTTP {status}: {message}")]
+    Http {
+        /// HTTP status.
+        status: u16,
+        /// A bounded excerpt of the body.
+        message: String,
+    },
+    /// The connection failed or timed out before a response. Retryable.
+    #[error("transport error: {0}")]
+    Transport(String),
+    /// The provider answered with something that is not its documented format.
+    #[error("invalid response from the provider: {0}")]
+    InvalidResponse(String),
+    /// The adapter cannot do what the request asks (an image on a text-only model, say).
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// A local model failed: the file is missing, does not load, or the context is full.
+    #[error("local model error: {0}")]
+    Local(String),
+    /// Anything else.
+    #[error("{0}")]
+    Other(String),
+}
+
+fn fmt_retry(d: &Option<Duration>) -> String {
+    match d {
+        Some(d) => format!(", retry after {} ms", d.as_millis()),
+        None => String::new(),
+    }
+}
+
+impl ModelError {
+    /// Whether trying the same request again later can succeed (429, 5xx, transport).
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            ModelError::RateLimited { .. } | ModelError::Server { .. } | ModelError::Transport(_)
+        )
+    }
+
+    /// The delay the provider asked for before a retry, if it gave one.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ModelError::RateLimited { retry_after, .. }
+            | ModelError::Server { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// The HTTP status behind the error, if there was one.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ModelError::InvalidRequest { status, .. }
+            | ModelError::Authentication { status, .. }
+            | ModelError::InsufficientBalance { status, .. }
+            | ModelError::Server { status, .. }
+            | ModelError::Http { status, .. } => Some(*status),
+            ModelError::RateLimited { .. } => Some(429),
+            _ => None,
+        }
+    }
+}
+
+/// A chat model behind some provider's API, or in-process.
+///
+/// Implementers write `async fn generate`. The agent holds adapters as [`SharedModel`]
+/// through the object-safe twin [`DynModelAdapter`], which every `ModelAdapter` implements.
+pub trait ModelAdapter: Send + Sync {
+    /// The provider's name, for tracing (`gen_ai.system`): `openai`, `deepseek`, `local`, ...
+    fn provider(&self) -> &str;
+
+    /// The model id requests name (`gen_ai.request.model`).
+    fn model_name(&self) -> &str;
+
+    /// Runs one model call.
+    ///
+    /// # Errors
+    /// [`ModelError`] for provider, transport and format failures.
+    ///
+    /// # Cancel safety
+    /// Dropping the future abandons the call; nothing is written anywhere.
+    fn generate(
+        &self,
+        request: ModelRequest<'_>,
+    ) -> impl Future<Output = Result<ModelResponse, ModelError>> + Send;
+}
+
+/// Object-safe twin of [`ModelAdapter`], implemented for every `ModelAdapter`.
+pub trait DynModelAdapter: Send + Sync {
+    /// See [`ModelAdapter::provider`].
+    fn provider(&self) -> &str;
+    /// See [`ModelAdapter::model_name`].
+    fn model_name(&self) -> &str;
+    /// See [`ModelAdapter::generate`].
+    fn generate_boxed<'a>(
+        &'a self,
+        request: ModelRequest<'a>,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>>;
+}
+
+impl<M: ModelAdapter> DynModelAdapter for M {
+    fn provider(&self) -> &str {
+        ModelAdapter::provider(self)
+    }
+    fn model_name(&self) -> &str {
+        ModelAdapter::model_name(self)
+    }
+    fn generate_boxed<'a>(
+        &'a self,
+        request: ModelRequest<'a>,
+    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
+        Box::pin(self.generate(request))
+    }
+}
+
+impl<M: ModelAdapter + ?Sized> ModelAdapter for Arc<M> {
+    fn provider(&self) -> &str {
+        (**self).provider()
+    }
+    fn model_name(&self) -> &str {
+        (**self).model_name()
+    }
+    fn generate(
+        &self,
+        request: ModelRequest<'_>,
+    ) -> impl Future<Output = Result<ModelResponse, ModelError>> + Send {
+        (**self).generate(request)
+    }
+}
+
+/// A shared, type-erased model adapter.
+pub type SharedModel = Arc<dyn DynModelAdapter>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_policy() {
+        let e = ModelError::RateLimited {
+            retry_after: Some(Duration::from_secs(2)),
+            message: "slow down".into(),
+        };
+        assert!(e.is_retryable());
+        assert_eq!(e.retry_after(), Some(Duration::from_secs(2)));
+        assert_eq!(e.status(), Some(429));
+        assert!(e.to_string().contains("retry after 2000 ms"));
+        let e = ModelError::InsufficientBalance {
+            status: 402,
+            message: "Insufficient Balance".into(),
+        };
+        assert!(!e.is_retryable());
+    }
+}

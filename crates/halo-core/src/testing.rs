@@ -1,0 +1,171 @@
+//! A scripted model for testing agent loops (feature `testing`).
+//!
+//! [`ScriptedModel`] answers each call with the next scripted step (first in, first out),
+//! records every request it receives (the prefix's canonical bytes and fingerprint, the
+//! history and the options), and can inject errors. It is for unit-testing the loop, not a
+//! stand-in for a real model.
+//!
+//! ```
+//! use halo_core::testing::ScriptedModel;
+//! use serde_json::json;
+//!
+//! let model = ScriptedModel::new()
+//!     .tool_call("read", json!({"path": "a.txt"}))
+//!     .text("done");
+//! assert_eq!(model.remaining(), 2);
+//! ```
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::message::{AssistantMessage, Message, ToolCall};
+use crate::model::{
+    FinishReason, GenerationOptions, ModelAdapter, ModelError, ModelRequest, ModelResponse, Usage,
+};
+use crate::prefix::Fingerprint;
+
+/// One request as the scripted model received it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedRequest {
+    /// The prefix's canonical bytes.
+    pub prefix_bytes: Vec<u8>,
+    /// The prefix's fingerprint.
+    pub fingerprint: Fingerprint,
+    /// The tool names in the prefix, in order.
+    pub tool_names: Vec<String>,
+    /// The history.
+    pub history: Vec<Message>,
+    /// The options.
+    pub options: GenerationOptions,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    steps: VecDeque<Result<ModelResponse, ModelError>>,
+    requests: Vec<RecordedRequest>,
+    next_call_id: u64,
+}
+
+/// A model that replays a script. Cheap to clone; clones share the script and the record.
+#[derive(Debug, Clone, Default)]
+pub struct ScriptedModel {
+    state: Arc<Mutex<State>>,
+}
+
+impl ScriptedModel {
+    /// An empty script.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panicking test thread poisons the lock; the state is still usable for reporting.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Appends a full response.
+    pub fn respond(self, response: ModelResponse) -> Self {
+        self.lock().steps.push_back(Ok(response));
+        self
+    }
+
+    /// Appends a text answer (finish reason `stop`, usage unknown).
+    pub fn text(self, text: impl Into<String>) -> Self {
+        self.respond(ModelResponse {
+            message: AssistantMessage {
+                text: text.into(),
+                ..Default::default()
+            },
+            finish_reason: FinishReason::Stop,
+            usage: Usage::default(),
+            model: None,
+        })
+    }
+
+    /// Appends a turn with one tool call whose arguments are `arguments` serialized.
+    pub fn tool_call(self, name: &str, arguments: serde_json::Value) -> Self {
+        self.tool_call_raw(name, &arguments.to_string())
+    }
+
+    /// Appends a turn with one tool call whose argument string is `raw`, verbatim.
+    pub fn tool_call_raw(self, name: &str, raw: &str) -> Self {
+        self.tool_calls_raw(&[(name, raw)])
+    }
+
+    /// Appends a turn with several tool calls (name, raw arguments).
+    pub fn tool_calls_raw(self, calls: &[(&str, &str)]) -> Self {
+        let calls = {
+            let mut st = self.lock();
+            calls
+                .iter()
+                .map(|(name, raw)| {
+                    st.next_call_id += 1;
+                    ToolCall::new(format!("call_{}", st.next_call_id), *name, *raw)
+                })
+                .collect()
+        };
+        self.respond(ModelResponse {
+            message: AssistantMessage {
+                tool_calls: calls,
+                ..Default::default()
+            },
+            finish_reason: FinishReason::ToolCalls,
+            usage: Usage::default(),
+            model: None,
+        })
+    }
+
+    /// Appends an error.
+    pub fn error(self, error: ModelError) -> Self {
+        self.lock().steps.push_back(Err(error));
+        self
+    }
+
+    /// Steps not yet consumed.
+    pub fn remaining(&self) -> usize {
+        self.lock().steps.len()
+    }
+
+    /// Every request received so far.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.lock().requests.clone()
+    }
+
+    /// Panics unless every scripted step was consumed.
+    #[track_caller]
+    pub fn assert_consumed(&self) {
+        let n = self.remaining();
+        assert_eq!(n, 0, "the scripted model has {n} unconsumed step(s)");
+    }
+}
+
+impl ModelAdapter for ScriptedModel {
+    fn provider(&self) -> &str {
+        "scripted"
+    }
+
+    fn model_name(&self) -> &str {
+        "scripted"
+    }
+
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        let mut st = self.lock();
+        st.requests.push(RecordedRequest {
+            prefix_bytes: request.prefix.canonical_bytes(),
+            fingerprint: request.prefix.fingerprint(),
+            tool_names: request
+                .prefix
+                .tools()
+                .iter()
+                .map(|t| t.name.clone())
+                .collect(),
+            history: request.history.to_vec(),
+            options: request.options.clone(),
+        });
+        st.steps.pop_front().unwrap_or_else(|| {
+            Err(ModelError::Other(
+                "the scripted model has no steps left; add more to the script".into(),
+            ))
+        })
+    }
+}

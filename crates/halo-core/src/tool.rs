@@ -1,0 +1,405 @@
+//! Tools: the typed [`Tool`] trait for authors, the object-safe [`DynTool`] for tools
+//! defined at runtime (MCP), and the [`ToolRegistry`] that runs tool calls.
+//!
+//! The registry turns every way a call can go wrong into a [`ToolResult`] with
+//! `is_error: true` that the model reads and can correct: an unknown tool name, arguments
+//! that are not JSON, arguments that do not fit the tool's JSON Schema, and a tool that
+//! fails. Only [`ToolError::Fatal`] ends the run.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::message::{ToolCall, ToolResult};
+use crate::prefix::{PrefixError, ToolSpec};
+
+/// What a tool returns to the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    /// The text the model reads.
+    pub content: String,
+    /// Marks the result as an error for the model (the run goes on).
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    /// A successful output.
+    pub fn text(content: impl Into<String>) -> Self {
+        ToolOutput {
+            content: content.into(),
+            is_error: false,
+        }
+    }
+    /// An error output for the model.
+    pub fn error(content: impl Into<String>) -> Self {
+        ToolOutput {
+            content: content.into(),
+            is_error: true,
+        }
+    }
+}
+
+impl From<String> for ToolOutput {
+    fn from(s: String) -> Self {
+        ToolOutput::text(s)
+    }
+}
+
+impl From<&str> for ToolOutput {
+    fn from(s: &str) -> Self {
+        ToolOutput::text(s)
+    }
+}
+
+/// Why a tool call failed, split by audience: the model sees `InvalidArguments` and
+/// `Failed` as an error tool result and can try again; `Fatal` ends the run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolError {
+    /// The arguments were wrong in a way the schema could not express.
+    #[error("invalid arguments: {0}")]
+    InvalidArguments(String),
+    /// The tool ran and failed; the message tells the model what happened.
+    #[error("{0}")]
+    Failed(String),
+    /// The run cannot go on (a broken sandbox, a user abort).
+    #[error("fatal tool error: {0}")]
+    Fatal(String),
+}
+
+/// A tool with typed arguments. The parameter schema is derived from `Args` with schemars.
+///
+/// ```
+/// use halo_core::tool::{Tool, ToolError, ToolOutput};
+/// use schemars::JsonSchema;
+/// use serde::Deserialize;
+///
+/// struct Add;
+/// #[derive(Deserialize, JsonSchema)]
+/// struct AddArgs { a: i64, b: i64 }
+///
+/// impl Tool for Add {
+///     type Args = AddArgs;
+///     fn name(&self) -> &str { "add" }
+///     fn description(&self) -> &str { "Adds two integers." }
+///     async fn call(&self, args: AddArgs) -> Result<ToolOutput, ToolError> {
+///         Ok(ToolOutput::text((args.a + args.b).to_string()))
+///     }
+/// }
+/// ```
+pub trait Tool: Send + Sync + 'static {
+    /// The arguments object.
+    type Args: DeserializeOwned + JsonSchema + Send;
+
+    /// The tool's name (`[a-zA-Z0-9_-]{1,64}`), stable across runs: it is in the cached prefix.
+    fn name(&self) -> &str;
+
+    /// What the tool does, for the model; stable across runs.
+    fn description(&self) -> &str;
+
+    /// Runs the tool.
+    ///
+    /// # Errors
+    /// [`ToolError`]: `Failed` and `InvalidArguments` are shown to the model, `Fatal` ends the run.
+    fn call(&self, args: Self::Args) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send;
+}
+
+/// The object-safe form of a tool: a spec and a call on JSON arguments. Every [`Tool`]
+/// implements it; implement it directly for tools known only at runtime (MCP).
+pub trait DynTool: Send + Sync {
+    /// Name, description and parameter schema.
+    fn spec(&self) -> ToolSpec;
+
+    /// Runs the tool on arguments already checked against the spec's schema.
+    fn call_json(&self, arguments: Value) -> BoxFuture<'_, Result<ToolOutput, ToolError>>;
+}
+
+impl<T: Tool> DynTool for T {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new(self.name(), self.description(), schema_for::<T::Args>())
+    }
+
+    fn call_json(&self, arguments: Value) -> BoxFuture<'_, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let args: T::Args = serde_json::from_value(arguments)
+                .map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
+            self.call(args).await
+        })
+    }
+}
+
+/// Arguments of a tool that takes none: `{}`.
+#[derive(Debug, Clone, Default, serde::Deserialize, JsonSchema)]
+pub struct NoArgs {}
+
+/// The JSON Schema of `T` as tools use it: draft 2020-12, subschemas inlined (no `$ref`,
+/// which some providers reject), no `$schema` key.
+pub fn schema_for<T: JsonSchema>() -> Value {
+    let generator = schemars::generate::SchemaSettings::draft2020_12()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .into_generator();
+    generator.into_root_schema_for::<T>().to_value()
+}
+
+struct Registered {
+    tool: Arc<dyn DynTool>,
+    spec: ToolSpec,
+    validator: jsonschema::Validator,
+}
+
+/// Tools by name, with their compiled parameter schemas.
+#[derive(Default)]
+pub struct ToolRegistry {
+    tools: BTreeMap<String, Registered>,
+}
+
+impl std::fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolRegistry")
+            .field("tools", &self.tools.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl ToolRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers a tool.
+    ///
+    /// # Errors
+    /// [`PrefixError::DuplicateTool`] when the name is taken, [`PrefixError::InvalidSchema`]
+    /// when the parameter schema does not compile.
+    pub fn insert(&mut self, tool: Arc<dyn DynTool>) -> Result<ToolSpec, PrefixError> {
+        let spec = tool.spec();
+        if self.tools.contains_key(&spec.name) {
+            return Err(PrefixError::DuplicateTool(spec.name));
+        }
+        let validator = jsonschema::validator_for(&spec.parameters)
+            .map_err(|_| PrefixError::InvalidSchema(spec.name.clone()))?;
+        self.tools.insert(
+            spec.name.clone(),
+            Registered {
+                tool,
+                spec: spec.clone(),
+                validator,
+            },
+        );
+        Ok(spec)
+    }
+
+    /// Removes a tool; returns whether it was there.
+    pub fn remove(&mut self, name: &str) -> bool {
+        self.tools.remove(name).is_some()
+    }
+
+    /// The registered tool names, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tools.keys().map(String::as_str)
+    }
+
+    /// The specs, sorted by name.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools.values().map(|r| r.spec.clone()).collect()
+    }
+
+    /// The number of tools.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// Whether there are no tools.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// Checks a call's arguments: parsed (`""` and `null` mean `{}`) and validated against the
+    /// tool's schema.
+    ///
+    /// # Errors
+    /// The error text the model should read.
+    pub fn check(&self, call: &ToolCall) -> Result<Value, String> {
+        let Some(reg) = self.tools.get(&call.name) else {
+            let names: Vec<&str> = self.names().collect();
+            return Err(format!(
+                "unknown tool `{}`; the available tools are: {}",
+                call.name,
+                if names.is_empty() {
+                    "(none)".to_string()
+                } else {
+                    names.join(", ")
+                }
+            ));
+        };
+        let args = call.arguments().map_err(|e| {
+            format!(
+                "the arguments of `{}` are not valid JSON ({e}); call it again with a JSON object",
+                call.name
+            )
+        })?;
+        let errors: Vec<String> = reg
+            .validator
+            .iter_errors(&args)
+            .take(5)
+            .map(|e| {
+                let at = e.instance_path().to_string();
+                if at.is_empty() {
+                    e.to_string()
+                } else {
+                    format!("at {at}: {e}")
+                }
+            })
+            .collect();
+        if !errors.is_empty() {
+            return Err(format!(
+                "the arguments of `{}` do not match its schema: {}; call it again with arguments that do",
+                call.name,
+                errors.join("; ")
+            ));
+        }
+        Ok(args)
+    }
+
+    /// Runs a call: checks it, runs the tool, and returns the result the model reads.
+    ///
+    /// # Errors
+    /// Only [`ToolError::Fatal`], as its message; every other failure is an error result.
+    pub async fn execute(&self, call: &ToolCall) -> Result<ToolResult, String> {
+        let args = match self.check(call) {
+            Ok(a) => a,
+            Err(msg) => return Ok(ToolResult::error(call, msg)),
+        };
+        let Some(reg) = self.tools.get(&call.name) else {
+            return Ok(ToolResult::error(
+                call,
+                format!("unknown tool `{}`", call.name),
+            ));
+        };
+        match reg.tool.call_json(args).await {
+            Ok(out) => Ok(ToolResult {
+                is_error: out.is_error,
+                ..ToolResult::ok(call, out.content)
+            }),
+            Err(ToolError::Fatal(msg)) => Err(msg),
+            Err(e @ ToolError::InvalidArguments(_)) => Ok(ToolResult::error(
+                call,
+                format!("{e}; call `{}` again with corrected arguments", call.name),
+            )),
+            Err(e) => Ok(ToolResult::error(call, format!("error: {e}"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    struct Echo;
+    #[derive(Deserialize, JsonSchema)]
+    struct EchoArgs {
+        /// Text to echo.
+        text: String,
+        #[serde(default)]
+        times: Option<u32>,
+    }
+    impl Tool for Echo {
+        type Args = EchoArgs;
+        fn name(&self) -> &str {
+            "echo"
+        }
+        fn description(&self) -> &str {
+            "Echoes text."
+        }
+        async fn call(&self, args: EchoArgs) -> Result<ToolOutput, ToolError> {
+            if args.text == "boom" {
+                return Err(ToolError::Failed("it exploded".into()));
+            }
+            if args.text == "abort" {
+                return Err(ToolError::Fatal("user aborted".into()));
+            }
+            Ok(args.text.repeat(args.times.unwrap_or(1) as usize).into())
+        }
+    }
+
+    fn registry() -> ToolRegistry {
+        let mut r = ToolRegistry::new();
+        r.insert(Arc::new(Echo)).unwrap();
+        r
+    }
+
+    fn run(r: &ToolRegistry, name: &str, raw: &str) -> Result<ToolResult, String> {
+        futures::executor::block_on(r.execute(&ToolCall::new("c1", name, raw)))
+    }
+
+    #[test]
+    fn schema_is_derived_without_meta_keys() {
+        let spec = Echo.spec();
+        assert_eq!(spec.parameters["type"], "object");
+        assert_eq!(spec.parameters["required"], serde_json::json!(["text"]));
+        assert_eq!(
+            spec.parameters["properties"]["text"]["description"],
+            "Text to echo."
+        );
+        assert!(spec.parameters.get("$schema").is_none());
+    }
+
+    #[test]
+    fn calls_run_and_failures_become_error_results() {
+        let r = registry();
+        let ok = run(&r, "echo", r#"{"text":"ab","times":2}"#).unwrap();
+        assert_eq!((ok.content.as_str(), ok.is_error), ("abab", false));
+
+        let unknown = run(&r, "nope", "{}").unwrap();
+        assert!(unknown.is_error);
+        assert!(
+            unknown.content.contains("unknown tool `nope`"),
+            "{}",
+            unknown.content
+        );
+        assert!(unknown.content.contains("echo"));
+
+        let bad_json = run(&r, "echo", "{text:").unwrap();
+        assert!(
+            bad_json.is_error && bad_json.content.contains("not valid JSON"),
+            "{}",
+            bad_json.content
+        );
+
+        let bad_schema = run(&r, "echo", r#"{"text": 3}"#).unwrap();
+        assert!(bad_schema.is_error && bad_schema.content.contains("do not match its schema"));
+        assert!(
+            bad_schema.content.contains("/text"),
+            "{}",
+            bad_schema.content
+        );
+
+        let missing = run(&r, "echo", "").unwrap();
+        assert!(
+            missing.is_error && missing.content.contains("text"),
+            "{}",
+            missing.content
+        );
+
+        let failed = run(&r, "echo", r#"{"text":"boom"}"#).unwrap();
+        assert_eq!(
+            (failed.content.as_str(), failed.is_error),
+            ("error: it exploded", true)
+        );
+
+        assert_eq!(
+            run(&r, "echo", r#"{"text":"abort"}"#).unwrap_err(),
+            "user aborted"
+        );
+    }
+}
