@@ -1,0 +1,10 @@
+//! # halo-adapters
+//!
+//! Model adapters for Halo agents: the OpenAI-compatible chat-completions dialect with
+//! OpenAI and DeepSeek profiles (and any compatible server by base URL), and, with the
+//! `local` feature, an embedded llama.cpp model that keeps its KV cache between calls.
+
+pub mod openai;
+
+#[cfg(feature = "local")]
+pub mod local;

@@ -1,0 +1,1 @@
+//! The embedded llama.cpp model (work in progress).

@@ -1,0 +1,1 @@
+//! OpenAI-compatible adapter over a loopback fake.
