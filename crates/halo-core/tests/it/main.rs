@@ -1,0 +1,4 @@
+//! Integration tests of halo-core (one binary; modules by subject).
+
+mod agent_loop;
+mod send_and_object_safety;

@@ -1,0 +1,25 @@
+//! Compile-time checks: the object-safe traits stay object-safe, and the agent's futures
+//! stay `Send` (so agents run on multi-threaded executors and inside `tokio::spawn`).
+
+use halo_core::{DynModelAdapter, DynTool, HaloAgent, SharedModel};
+
+fn assert_send<T: Send>(_: &T) {}
+
+#[allow(dead_code)]
+fn dyn_traits_are_object_safe(model: SharedModel, tool: std::sync::Arc<dyn DynTool>) {
+    let _: &dyn DynModelAdapter = &*model;
+    let _: &dyn DynTool = &*tool;
+}
+
+#[allow(dead_code)]
+fn generate_text_future_is_send(agent: &mut HaloAgent) {
+    let fut = agent.generate_text("hi");
+    assert_send(&fut);
+}
+
+#[test]
+fn agent_is_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<HaloAgent>();
+    check::<SharedModel>();
+}
