@@ -1,18 +1,73 @@
-//! `cargo xtask`: Halo's developer tasks (ci, model, demo, bench).
+//! `cargo xtask`: Halo's developer tasks.
+//!
+//! - `cargo xtask ci`: every check CI runs (fmt, clippy, tests, doctests, docs, tidy).
+//! - `cargo xtask model`: fetch the default GGUF model into the cache folder; prints its path.
+//! - `cargo xtask demo "TASK" [--dir DIR]`: set up what is missing, then run the coding agent.
+//! - `cargo xtask bench <name>`: print measurements (`local-cache`).
 
+mod ci;
+mod demo;
 mod model;
+mod prereqs;
 
-fn main() -> anyhow::Result<()> {
+use anyhow::bail;
+
+const USAGE: &str = "usage: cargo xtask <command>
+
+commands:
+  ci                        run every check CI runs (fmt, clippy, tests, doctests, docs, tidy)
+  model                     fetch the default GGUF model (SmolLM2-135M-Instruct Q4_1); prints its path
+  demo \"TASK\" [--dir DIR]   run the coding agent on TASK in DIR (default: a sample folder)
+  bench <name>              print a benchmark's figures; names: local-cache";
+
+fn main() {
+    if let Err(e) = real_main() {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn real_main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let rest = args.get(1..).unwrap_or_default();
     match args.first().map(String::as_str) {
+        Some("ci") => ci::run(rest),
         Some("model") => {
             let path = model::ensure_model()?;
             println!("{}", path.display());
             Ok(())
         }
-        _ => {
-            eprintln!("usage: cargo xtask <ci|model|demo|bench>");
-            std::process::exit(2)
+        Some("demo") => demo::run(rest),
+        Some("bench") => match rest.first().map(String::as_str) {
+            Some(name) => bail!("unknown benchmark `{name}`\n\n{USAGE}"),
+            None => bail!("name a benchmark\n\n{USAGE}"),
+        },
+        Some("-h" | "--help" | "help") => {
+            println!("{USAGE}");
+            Ok(())
         }
+        Some(other) => bail!("unknown command `{other}`\n\n{USAGE}"),
+        None => bail!("{USAGE}"),
     }
+}
+
+/// The workspace root (the parent of xtask/).
+pub fn root() -> std::path::PathBuf {
+    let manifest = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().map(|p| p.to_path_buf()).unwrap_or(manifest)
+}
+
+/// Runs a command in the workspace root, echoing it; fails on a non-zero exit.
+pub fn run_cmd(cmd: &mut std::process::Command) -> anyhow::Result<()> {
+    let shown = format!(
+        "{} {}",
+        cmd.get_program().to_string_lossy(),
+        cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ")
+    );
+    eprintln!("$ {shown}");
+    let status = cmd.current_dir(root()).status().map_err(|e| anyhow::anyhow!("cannot run `{shown}`: {e}"))?;
+    if !status.success() {
+        bail!("`{shown}` failed ({status})");
+    }
+    Ok(())
 }
