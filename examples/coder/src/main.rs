@@ -1,0 +1,218 @@
+//! `coder`: Halo's main job — a coding agent working in a sandboxed folder.
+//!
+//! ```text
+//! cargo run -p coder -- "TASK" [--dir DIR] [--max-steps N]
+//! ```
+//!
+//! The model is picked from the environment: `DEEPSEEK_API_KEY` (optional
+//! `DEEPSEEK_BASE_URL`, `DEEPSEEK_MODEL`) uses DeepSeek; `OPENAI_API_KEY` (optional
+//! `OPENAI_BASE_URL`, `OPENAI_MODEL`) any OpenAI-compatible server; otherwise the embedded
+//! model (`HALO_MODEL`, or the file `cargo xtask model` fetches). The agent gets the sandbox's
+//! tools (`read`, `write`, `ls`, `glob`, `grep`, `bash`) confined to DIR. Each tool call and
+//! its (shortened) result is printed as it runs, then the answer and a stats line.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use futures::future::BoxFuture;
+use halo_core::{
+    DynTool, GenerateTextResult, HaloAgent, HaloError, SharedModel, ToolError, ToolOutput, ToolSpec,
+};
+use halo_sandbox::ContainerSandbox;
+
+const SYSTEM: &str = "You are a coding agent working in a project folder. \
+Use the tools to look at files before you answer; paths are relative to the project folder. \
+When you know the answer, reply briefly in plain text.";
+
+struct Args {
+    task: String,
+    dir: PathBuf,
+    max_steps: usize,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let mut task = None;
+    let mut dir = PathBuf::from(".");
+    let mut max_steps = 10;
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--dir" => dir = PathBuf::from(it.next().context("--dir needs a folder")?),
+            "--max-steps" => {
+                max_steps = it.next().context("--max-steps needs a number")?.parse()?
+            }
+            "-h" | "--help" => {
+                println!("usage: coder \"TASK\" [--dir DIR] [--max-steps N]");
+                std::process::exit(0);
+            }
+            s if s.starts_with("--") => bail!("unknown option `{s}`"),
+            s if task.is_none() => task = Some(s.to_string()),
+            s => bail!("unexpected argument `{s}`; put the task in quotes"),
+        }
+    }
+    let task = task.context("usage: coder \"TASK\" [--dir DIR] [--max-steps N]")?;
+    Ok(Args {
+        task,
+        dir,
+        max_steps,
+    })
+}
+
+fn set(var: &str) -> bool {
+    std::env::var(var).is_ok_and(|v| !v.is_empty())
+}
+
+/// The model named by the environment, and a one-line description of it.
+fn pick_model() -> anyhow::Result<(SharedModel, String)> {
+    use halo_adapters::openai::OpenAiCompatible;
+    if set("DEEPSEEK_API_KEY") {
+        let m = OpenAiCompatible::deepseek_from_env()?;
+        let desc = format!(
+            "DeepSeek {} at {}",
+            halo_core::DynModelAdapter::model_name(&m),
+            m.endpoint()
+        );
+        return Ok((Arc::new(m), desc));
+    }
+    if set("OPENAI_API_KEY") {
+        let m = OpenAiCompatible::openai_from_env()?;
+        let desc = format!(
+            "OpenAI-compatible {} at {}",
+            halo_core::DynModelAdapter::model_name(&m),
+            m.endpoint()
+        );
+        return Ok((Arc::new(m), desc));
+    }
+    local_model()
+}
+
+#[cfg(feature = "local")]
+fn local_model() -> anyhow::Result<(SharedModel, String)> {
+    let path = halo_adapters::local::default_model_path();
+    let m = halo_adapters::local::LocalAdapter::load(
+        &path,
+        halo_adapters::local::LocalConfig::default(),
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok((Arc::new(m), format!("embedded model {}", path.display())))
+}
+
+#[cfg(not(feature = "local"))]
+fn local_model() -> anyhow::Result<(SharedModel, String)> {
+    bail!(
+        "no API key set and this build has no embedded model; set DEEPSEEK_API_KEY or OPENAI_API_KEY, or build with `--features local`"
+    )
+}
+
+/// Prints each call and its shortened result as the agent runs it.
+struct Printed(Arc<dyn DynTool>);
+
+impl DynTool for Printed {
+    fn spec(&self) -> ToolSpec {
+        self.0.spec()
+    }
+
+    fn call_json(
+        &self,
+        arguments: serde_json::Value,
+    ) -> BoxFuture<'_, Result<ToolOutput, ToolError>> {
+        let name = self.0.spec().name;
+        println!("→ {name} {}", shorten(&arguments.to_string(), 200));
+        Box::pin(async move {
+            let out = self.0.call_json(arguments).await;
+            match &out {
+                Ok(o) if o.is_error => println!("← {name} (error) {}", shorten(&o.content, 300)),
+                Ok(o) => println!("← {name} {}", shorten(&o.content, 300)),
+                Err(e) => println!("← {name} failed: {}", shorten(&e.to_string(), 300)),
+            }
+            out
+        })
+    }
+}
+
+/// At most `max` characters of `s` on one line, with a note of how much was cut.
+fn shorten(s: &str, max: usize) -> String {
+    let flat = s.replace('\n', "⏎");
+    let n = flat.chars().count();
+    if n <= max {
+        flat
+    } else {
+        let head: String = flat.chars().take(max).collect();
+        format!("{head}… ({} more chars)", n - max)
+    }
+}
+
+fn print_stats(out: &GenerateTextResult, started: Instant) {
+    for (i, step) in out.steps.iter().enumerate() {
+        let u = &step.usage;
+        let fmt = |v: Option<u64>| v.map_or("?".to_string(), |n| n.to_string());
+        println!(
+            "  step {}: input {} tokens, cached {}, output {}",
+            i + 1,
+            fmt(u.input_tokens),
+            fmt(u.cache_read_tokens),
+            fmt(u.output_tokens)
+        );
+    }
+    let s = &out.stats;
+    println!(
+        "stats: {} steps, {} tool calls, input {} tokens, output {} tokens, cached {} tokens read / {} written, hit ratio {:.1} %, wall time {:.1} s",
+        s.steps,
+        s.tool_calls,
+        s.input_tokens,
+        s.output_tokens,
+        s.cache_read_tokens,
+        s.cache_write_tokens,
+        100.0 * s.cache_hit_ratio(),
+        started.elapsed().as_secs_f64()
+    );
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let args = parse_args()?;
+    let sandbox = ContainerSandbox::new(&args.dir)
+        .with_context(|| format!("cannot use {} as the sandbox root", args.dir.display()))?;
+    let (model, desc) = pick_model()?;
+    println!("model: {desc}");
+    println!("folder: {}", args.dir.display());
+    println!("task: {}", args.task);
+
+    let tools = sandbox
+        .tools()
+        .into_iter()
+        .map(|t| Arc::new(Printed(t)) as Arc<dyn DynTool>);
+    let mut agent = HaloAgent::builder_shared(model)
+        .system(SYSTEM)
+        .tools(tools)?
+        .max_steps(args.max_steps)
+        .build();
+    println!(
+        "prefix: {} tools, fingerprint {}",
+        agent.prefix().tools().len(),
+        agent.prefix().fingerprint()
+    );
+
+    let started = Instant::now();
+    match agent.generate_text(args.task).await {
+        Ok(out) => {
+            println!("\nanswer: {}\n", out.text.trim());
+            print_stats(&out, started);
+            Ok(())
+        }
+        Err(HaloError::MaxStepsReached { max_steps, partial }) => {
+            println!(
+                "\nstopped: the model still wanted tools after {max_steps} steps (raise --max-steps)\n"
+            );
+            print_stats(&partial, started);
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
