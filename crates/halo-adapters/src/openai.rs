@@ -1,1 +1,311 @@
-//! OpenAI-compatible chat completions (work in progress).
+//! OpenAI-compatible chat completions (non-streaming): OpenAI, DeepSeek, and any compatible
+//! server (llama.cpp `llama-server`, Ollama, vLLM) by base URL.
+//!
+//! [`OpenAiCompatible`] implements [`ModelAdapter`] over `POST {base_url}/chat/completions`
+//! (<https://platform.openai.com/docs/api-reference/chat/create>). Vendors differ only by
+//! [`Profile`]:
+//!
+//! | | OpenAI | DeepSeek | Custom |
+//! |---|---|---|---|
+//! | key | `OPENAI_API_KEY` | `DEEPSEEK_API_KEY` | optional |
+//! | base URL | `OPENAI_BASE_URL` or [`OPENAI_DEFAULT_BASE_URL`] | `DEEPSEEK_BASE_URL` or [`DEEPSEEK_DEFAULT_BASE_URL`] | required |
+//! | cache routing | `prompt_cache_key` = session id, else prefix fingerprint | automatic | automatic |
+//! | cache reads | `usage.prompt_tokens_details.cached_tokens` | `usage.prompt_cache_hit_tokens` | `cached_tokens`, llama.cpp `timings.cache_n`, else unknown |
+//! | reasoning replay | never | `reasoning_content` on every assistant message (`""` where none) | never |
+//!
+//! Cache-first rules this adapter keeps:
+//! - The system message, the few-shot turns and the `tools` array come from the
+//!   [`StablePrefix`](halo_core::StablePrefix) and are serialized byte-identically on every
+//!   request; the history is appended after them, rendered the same way each time.
+//! - Tool-call arguments are replayed byte for byte as the model sent them
+//!   ([`ToolCall::replay_arguments`](halo_core::ToolCall::replay_arguments): `""` becomes `"{}"`).
+//! - Usage the server did not report stays `None`, never `0`.
+//!
+//! Errors map to [`ModelError`] by HTTP status (see [`OpenAiCompatible::generate`]);
+//! retryable ones (429, 5xx, transport) are retried with exponential backoff through
+//! [`backon`], honouring `retry-after-ms` / `retry-after` up to [`MAX_RETRY_DELAY`]. The
+//! API key lives in a [`secrecy::SecretString`] and never appears in `Debug` output, logs or
+//! errors.
+//!
+//! ```no_run
+//! use halo_adapters::openai::OpenAiCompatible;
+//! use halo_core::HaloAgent;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! // DEEPSEEK_API_KEY (required), DEEPSEEK_BASE_URL and DEEPSEEK_MODEL (optional).
+//! let model = OpenAiCompatible::deepseek_from_env()?;
+//! let mut agent = HaloAgent::builder(model).system("You are terse.").build();
+//! let out = agent.generate_text("Say hi.").await?;
+//! println!("{} ({} cached tokens)", out.text, out.stats.cache_read_tokens);
+//! # Ok(()) }
+//! ```
+
+mod config;
+mod error;
+mod request;
+mod response;
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use backon::{ExponentialBuilder, Retryable};
+use halo_core::{ModelAdapter, ModelError, ModelRequest, ModelResponse};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::{Map, Value};
+
+pub use config::{
+    ConfigError, DEEPSEEK_DEFAULT_BASE_URL, DEEPSEEK_DEFAULT_MODEL, DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_MAX_RETRIES, DEFAULT_RETRY_MIN_DELAY, DEFAULT_TIMEOUT, MAX_RETRY_DELAY,
+    OPENAI_DEFAULT_BASE_URL, OPENAI_DEFAULT_MODEL, OpenAiBuilder, Profile, ReasoningReplay,
+};
+pub use error::MAX_EXCERPT_BYTES;
+
+/// A chat model behind an OpenAI-compatible `/chat/completions` endpoint.
+///
+/// Construct it with a builder ([`openai`](Self::openai), [`deepseek`](Self::deepseek),
+/// [`custom`](Self::custom)) or from the environment ([`openai_from_env`](Self::openai_from_env),
+/// [`deepseek_from_env`](Self::deepseek_from_env)). Cheap to share behind an `Arc`; one
+/// HTTP connection pool per adapter.
+pub struct OpenAiCompatible {
+    pub(crate) profile: Profile,
+    pub(crate) provider: String,
+    pub(crate) model: String,
+    pub(crate) endpoint: reqwest::Url,
+    pub(crate) api_key: Option<SecretString>,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Map<String, Value>,
+    pub(crate) client: reqwest::Client,
+    pub(crate) timeout: Duration,
+    pub(crate) max_retries: u32,
+    pub(crate) retry_min_delay: Duration,
+    pub(crate) reasoning_replay: ReasoningReplay,
+    pub(crate) prompt_cache_key: bool,
+}
+
+impl fmt::Debug for OpenAiCompatible {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiCompatible")
+            .field("profile", &self.profile)
+            .field("model", &self.model)
+            .field("endpoint", &self.endpoint.as_str())
+            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("max_retries", &self.max_retries)
+            .field("timeout", &self.timeout)
+            .field("reasoning_replay", &self.reasoning_replay)
+            .field("prompt_cache_key", &self.prompt_cache_key)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiCompatible {
+    /// A builder for any profile; the model id is set with [`OpenAiBuilder::model`].
+    pub fn builder(profile: Profile) -> OpenAiBuilder {
+        let model = match profile {
+            Profile::OpenAi => OPENAI_DEFAULT_MODEL,
+            Profile::DeepSeek => DEEPSEEK_DEFAULT_MODEL,
+            Profile::Custom => "",
+        };
+        OpenAiBuilder::new(profile, model.to_string())
+    }
+
+    /// A builder for OpenAI with this model id; set the key with [`OpenAiBuilder::api_key`]
+    /// or [`OpenAiBuilder::env`].
+    pub fn openai(model: impl Into<String>) -> OpenAiBuilder {
+        OpenAiBuilder::new(Profile::OpenAi, model.into())
+    }
+
+    /// A builder for DeepSeek with this model id ([`DEEPSEEK_DEFAULT_MODEL`] is
+    /// `deepseek-chat`); set the key with [`OpenAiBuilder::api_key`] or [`OpenAiBuilder::env`].
+    pub fn deepseek(model: impl Into<String>) -> OpenAiBuilder {
+        OpenAiBuilder::new(Profile::DeepSeek, model.into())
+    }
+
+    /// A builder for a compatible server at `base_url` (which ends before
+    /// `/chat/completions`, such as `http://127.0.0.1:8080/v1`). No key is needed.
+    pub fn custom(base_url: impl Into<String>, model: impl Into<String>) -> OpenAiBuilder {
+        OpenAiBuilder::new(Profile::Custom, model.into()).base_url(base_url)
+    }
+
+    /// OpenAI from the environment: `OPENAI_API_KEY` (required), `OPENAI_BASE_URL`
+    /// (optional, for proxies and compatible servers) and `OPENAI_MODEL` (optional, default
+    /// [`OPENAI_DEFAULT_MODEL`]).
+    ///
+    /// # Errors
+    /// [`ConfigError::MissingEnv`] when `OPENAI_API_KEY` is unset or empty; the
+    /// [`OpenAiBuilder::build`] errors.
+    pub fn openai_from_env() -> Result<Self, ConfigError> {
+        Self::from_env_with(Profile::OpenAi, |v| std::env::var(v).ok())
+    }
+
+    /// DeepSeek from the environment: `DEEPSEEK_API_KEY` (required), `DEEPSEEK_BASE_URL`
+    /// (optional, for proxies and gateways) and `DEEPSEEK_MODEL` (optional, default
+    /// [`DEEPSEEK_DEFAULT_MODEL`]).
+    ///
+    /// # Errors
+    /// [`ConfigError::MissingEnv`] when `DEEPSEEK_API_KEY` is unset or empty; the
+    /// [`OpenAiBuilder::build`] errors.
+    pub fn deepseek_from_env() -> Result<Self, ConfigError> {
+        Self::from_env_with(Profile::DeepSeek, |v| std::env::var(v).ok())
+    }
+
+    /// The `*_from_env` constructors with the variables read through `lookup`.
+    ///
+    /// # Errors
+    /// As [`openai_from_env`](Self::openai_from_env); [`ConfigError::MissingBaseUrl`] for
+    /// [`Profile::Custom`], which has no variables.
+    pub fn from_env_with(
+        profile: Profile,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        Self::builder(profile)
+            .model_from_env(&lookup)
+            .env_from(&lookup)?
+            .build()
+    }
+
+    /// The profile this adapter was built with.
+    pub fn profile(&self) -> Profile {
+        self.profile
+    }
+
+    /// The full URL requests go to (`{base_url}/chat/completions`).
+    pub fn endpoint(&self) -> &str {
+        self.endpoint.as_str()
+    }
+
+    /// The exact body bytes [`generate`](ModelAdapter::generate) would send for `request`
+    /// (compact JSON). Useful to check cache stability without a server.
+    ///
+    /// # Errors
+    /// [`ModelError::Unsupported`] for content the profile cannot send (images or a JSON
+    /// Schema response format on DeepSeek).
+    pub fn request_body(&self, request: &ModelRequest<'_>) -> Result<Vec<u8>, ModelError> {
+        self.body_bytes(request, false)
+    }
+
+    fn request_config(&self) -> request::RequestConfig<'_> {
+        request::RequestConfig {
+            profile: self.profile,
+            model: &self.model,
+            reasoning_replay: self.reasoning_replay,
+            prompt_cache_key: self.prompt_cache_key,
+            extra: &self.body,
+        }
+    }
+
+    fn body_bytes(&self, request: &ModelRequest<'_>, stream: bool) -> Result<Vec<u8>, ModelError> {
+        let body = request::build(self.request_config(), request, stream)?;
+        serde_json::to_vec(&body)
+            .map_err(|e| ModelError::Other(format!("cannot serialize the request body: {e}")))
+    }
+
+    fn secret(&self) -> Option<&str> {
+        self.api_key.as_ref().map(|k| k.expose_secret())
+    }
+
+    /// One attempt: POST the body, map the answer.
+    async fn send_once(&self, body: &[u8]) -> Result<ModelResponse, ModelError> {
+        let mut builder = self
+            .client
+            .post(self.endpoint.clone())
+            .headers(self.headers.clone())
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .header(ACCEPT, HeaderValue::from_static("application/json"))
+            .body(body.to_vec());
+        if let Some(key) = &self.api_key {
+            // reqwest marks the header sensitive, so its Debug output hides it too.
+            builder = builder.bearer_auth(key.expose_secret());
+        }
+        tracing::debug!(
+            provider = %self.provider,
+            model = %self.model,
+            url = %self.endpoint,
+            request_bytes = body.len(),
+            "chat completion request"
+        );
+        let started = Instant::now();
+        let response = builder
+            .send()
+            .await
+            .map_err(|e| error::transport(&e, self.timeout, self.secret()))?;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| error::transport(&e, self.timeout, self.secret()))?;
+        tracing::debug!(
+            provider = %self.provider,
+            status,
+            response_bytes = bytes.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "chat completion response"
+        );
+        if !(200..300).contains(&status) {
+            return Err(error::from_status(status, &headers, &bytes, self.secret()));
+        }
+        response::parse(&bytes).map_err(|e| match e {
+            ModelError::InvalidResponse(m) => {
+                ModelError::InvalidResponse(error::redact(m, self.secret()))
+            }
+            other => other,
+        })
+    }
+}
+
+impl ModelAdapter for OpenAiCompatible {
+    fn provider(&self) -> &str {
+        &self.provider
+    }
+
+    fn model_name(&self) -> &str {
+        &self.model
+    }
+
+    /// Sends one chat-completions request, retrying retryable failures.
+    ///
+    /// # Errors
+    /// - HTTP 400, 422 → [`ModelError::InvalidRequest`]; 401, 403 →
+    ///   [`ModelError::Authentication`]; 402, or 429 with `insufficient_quota` →
+    ///   [`ModelError::InsufficientBalance`] (not retryable).
+    /// - HTTP 429 → [`ModelError::RateLimited`]; 500, 502, 503, 504, 529 →
+    ///   [`ModelError::Server`]; both carry the `retry-after-ms` / `retry-after` delay and
+    ///   are retried up to `max_retries` times first. Other statuses → [`ModelError::Http`].
+    /// - No HTTP answer (refused, reset, timed out) → [`ModelError::Transport`], retried.
+    /// - A 2xx body that is not a chat completion → [`ModelError::InvalidResponse`].
+    /// - Content the profile cannot send → [`ModelError::Unsupported`].
+    ///
+    /// Messages hold at most [`MAX_EXCERPT_BYTES`] of the provider's error text and never
+    /// the API key.
+    ///
+    /// # Cancel safety
+    /// Dropping the future abandons the request (and any backoff wait); nothing is kept.
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        let body = self.body_bytes(&request, false)?;
+        let body = body.as_slice();
+        let backoff = ExponentialBuilder::default()
+            .with_min_delay(self.retry_min_delay)
+            .with_max_delay(MAX_RETRY_DELAY)
+            .with_max_times(self.max_retries as usize)
+            .with_jitter();
+        (|| self.send_once(body))
+            .retry(backoff)
+            .when(ModelError::is_retryable)
+            .adjust(|err, backoff_delay| {
+                // Only when backon still has a retry left (`Some`); the provider's delay
+                // replaces the computed one, capped.
+                backoff_delay.map(|d| err.retry_after().map_or(d, |r| r.min(MAX_RETRY_DELAY)))
+            })
+            .notify(|err, wait| {
+                tracing::warn!(
+                    provider = %self.provider,
+                    error = %err,
+                    wait_ms = wait.as_millis() as u64,
+                    "retrying chat completion"
+                );
+            })
+            .await
+    }
+}

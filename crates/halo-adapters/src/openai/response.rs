@@ -1,0 +1,273 @@
+//! The chat-completions response: wire types, and their mapping to Halo's
+//! [`ModelResponse`], [`Usage`] and [`FinishReason`].
+//!
+//! Shape: <https://platform.openai.com/docs/api-reference/chat/object>, with DeepSeek's
+//! `reasoning_content` and `usage.prompt_cache_hit_tokens` / `prompt_cache_miss_tokens`
+//! (<https://api-docs.deepseek.com/guides/kv_cache>) and llama.cpp's `timings.cache_n`.
+//! [`usage`] and [`finish_reason`] are shared with the streaming path (a later issue).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use halo_core::{
+    AssistantMessage, FinishReason, ModelError, ModelResponse, Reasoning, ToolCall, Usage,
+};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// A `chat.completion` object. Every field is optional so that servers that leave some
+/// out still parse; what Halo needs is checked in [`parse`].
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct ChatCompletion {
+    pub id: Option<String>,
+    pub model: Option<String>,
+    pub choices: Vec<Choice>,
+    pub usage: Option<WireUsage>,
+    /// llama.cpp `llama-server`'s non-standard timings (provider-protocols §5.1).
+    pub timings: Option<Timings>,
+    /// Some proxies answer HTTP 200 with an error object.
+    pub error: Option<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct Choice {
+    pub message: Option<ResponseMessage>,
+    pub finish_reason: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct ResponseMessage {
+    pub content: Option<WireContent>,
+    /// DeepSeek, llama.cpp `--reasoning-format deepseek`.
+    pub reasoning_content: Option<String>,
+    /// vLLM and OpenRouter name it `reasoning`.
+    pub reasoning: Option<Value>,
+    pub tool_calls: Option<Vec<ResponseToolCall>>,
+    pub refusal: Option<String>,
+}
+
+/// `content` as a string, or (some servers) an array of `{"type":"text","text":..}` parts.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum WireContent {
+    Text(String),
+    Parts(Vec<Value>),
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct ResponseToolCall {
+    pub id: Option<String>,
+    pub function: Option<ResponseFunction>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct ResponseFunction {
+    pub name: Option<String>,
+    /// A JSON string on the wire; kept as `Value` so a server that sends an object (or
+    /// `null`) is still understood.
+    pub arguments: Option<Value>,
+}
+
+/// The `usage` object of OpenAI, DeepSeek and the compatible servers.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(default)]
+pub(crate) struct WireUsage {
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    /// DeepSeek: prompt tokens served from the context cache.
+    pub prompt_cache_hit_tokens: Option<u64>,
+    /// DeepSeek: prompt tokens not served from the cache.
+    pub prompt_cache_miss_tokens: Option<u64>,
+    pub prompt_tokens_details: Option<PromptTokensDetails>,
+    pub completion_tokens_details: Option<CompletionTokensDetails>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(default)]
+pub(crate) struct PromptTokensDetails {
+    pub cached_tokens: Option<u64>,
+    /// OpenAI GPT-5.6 and later; some llama.cpp forks.
+    pub cache_write_tokens: Option<u64>,
+}
+
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(default)]
+pub(crate) struct CompletionTokensDetails {
+    pub reasoning_tokens: Option<u64>,
+}
+
+/// llama.cpp `timings`: `cache_n` is the number of prompt tokens reused from the KV cache.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(default)]
+pub(crate) struct Timings {
+    pub cache_n: Option<u64>,
+}
+
+/// Normalizes usage. Cache reads come from DeepSeek's `prompt_cache_hit_tokens`, else
+/// `prompt_tokens_details.cached_tokens` (OpenAI, llama.cpp, vLLM, newer Ollama), else
+/// llama.cpp's `timings.cache_n`; a server that reports none of them gives `None`
+/// (unknown), never `0` (provider-protocols §5.4). `input_tokens` is `prompt_tokens`
+/// (cached included), or DeepSeek's hit + miss when `prompt_tokens` is missing.
+pub(crate) fn usage(wire: Option<&WireUsage>, timings: Option<&Timings>) -> Usage {
+    let Some(u) = wire else {
+        return Usage::default();
+    };
+    let details = u.prompt_tokens_details.as_ref();
+    let input_tokens = u.prompt_tokens.or_else(|| {
+        u.prompt_cache_hit_tokens
+            .zip(u.prompt_cache_miss_tokens)
+            .map(|(hit, miss)| hit.saturating_add(miss))
+    });
+    Usage {
+        input_tokens,
+        output_tokens: u.completion_tokens,
+        cache_read_tokens: u
+            .prompt_cache_hit_tokens
+            .or_else(|| details.and_then(|d| d.cached_tokens))
+            .or_else(|| timings.and_then(|t| t.cache_n)),
+        cache_write_tokens: details.and_then(|d| d.cache_write_tokens),
+        reasoning_tokens: u
+            .completion_tokens_details
+            .as_ref()
+            .and_then(|d| d.reasoning_tokens),
+    }
+}
+
+/// Maps a raw `finish_reason`. Whenever the turn has tool calls the answer is
+/// [`FinishReason::ToolCalls`], whatever the server said (Ollama says `stop`).
+pub(crate) fn finish_reason(raw: Option<&str>, has_tool_calls: bool) -> FinishReason {
+    if has_tool_calls {
+        return FinishReason::ToolCalls;
+    }
+    match raw {
+        Some("stop") => FinishReason::Stop,
+        Some("length") => FinishReason::Length,
+        Some("tool_calls") | Some("function_call") => FinishReason::ToolCalls,
+        Some("content_filter") => FinishReason::ContentFilter,
+        Some(other) => FinishReason::Other(other.to_string()),
+        None => FinishReason::Other("missing".to_string()),
+    }
+}
+
+/// Ids for tool calls a server sent without one (some local servers): unique in the process.
+static NEXT_CALL_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Parses a 200 body into a [`ModelResponse`].
+///
+/// # Errors
+/// [`ModelError::InvalidResponse`] when the body is not a chat completion: not JSON, no
+/// choices, a tool call without a name.
+pub(crate) fn parse(body: &[u8]) -> Result<ModelResponse, ModelError> {
+    let completion: ChatCompletion = serde_json::from_slice(body).map_err(|e| {
+        ModelError::InvalidResponse(format!(
+            "the body is not a chat completion ({e}): {}",
+            super::error::body_excerpt(body)
+        ))
+    })?;
+    if completion.choices.is_empty() {
+        let why = match &completion.error {
+            Some(err) => format!(
+                "the body holds an error instead of choices: {}",
+                super::error::error_value_message(err)
+                    .unwrap_or_else(|| super::error::body_excerpt(body))
+            ),
+            None => "the response has no choices".to_string(),
+        };
+        return Err(ModelError::InvalidResponse(why));
+    }
+    let usage = usage(completion.usage.as_ref(), completion.timings.as_ref());
+    let mut choices = completion.choices;
+    let choice = choices.swap_remove(0);
+    let wire = choice.message.unwrap_or_default();
+
+    let mut text = match wire.content {
+        Some(WireContent::Text(t)) => t,
+        Some(WireContent::Parts(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect(),
+        None => String::new(),
+    };
+    if text.is_empty() {
+        if let Some(refusal) = wire.refusal.filter(|r| !r.is_empty()) {
+            text = refusal;
+        }
+    }
+
+    let reasoning_text = wire
+        .reasoning_content
+        .or(match wire.reasoning {
+            Some(Value::String(s)) => Some(s),
+            _ => None,
+        })
+        .filter(|r| !r.is_empty());
+    let reasoning = reasoning_text
+        .map(|text| {
+            vec![Reasoning {
+                text,
+                signature: None,
+            }]
+        })
+        .unwrap_or_default();
+
+    let mut tool_calls = Vec::new();
+    for (index, call) in wire.tool_calls.unwrap_or_default().into_iter().enumerate() {
+        let function = call.function.unwrap_or_default();
+        let name = function.name.filter(|n| !n.is_empty()).ok_or_else(|| {
+            ModelError::InvalidResponse(format!("tool call {index} has no function name"))
+        })?;
+        let raw_arguments = match function.arguments {
+            Some(Value::String(s)) => s,
+            None | Some(Value::Null) => String::new(),
+            // Not the documented shape, but lossless: the object's JSON text.
+            Some(other) => other.to_string(),
+        };
+        let id = call.id.filter(|id| !id.is_empty()).unwrap_or_else(|| {
+            format!("call_halo_{}", NEXT_CALL_ID.fetch_add(1, Ordering::Relaxed))
+        });
+        tool_calls.push(ToolCall::new(id, name, raw_arguments));
+    }
+
+    let finish_reason = finish_reason(choice.finish_reason.as_deref(), !tool_calls.is_empty());
+    Ok(ModelResponse {
+        message: AssistantMessage {
+            text,
+            reasoning,
+            tool_calls,
+        },
+        finish_reason,
+        usage,
+        model: completion.model,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deepseek_usage_prefers_hit_tokens_and_sums_when_prompt_tokens_missing() {
+        let u: WireUsage = serde_json::from_str(
+            r#"{"completion_tokens":5,"prompt_cache_hit_tokens":64,"prompt_cache_miss_tokens":36}"#,
+        )
+        .unwrap();
+        let got = usage(Some(&u), None);
+        assert_eq!(got.input_tokens, Some(100));
+        assert_eq!(got.cache_read_tokens, Some(64));
+        assert_eq!(got.output_tokens, Some(5));
+        assert_eq!(got.cache_write_tokens, None);
+    }
+
+    #[test]
+    fn llama_cpp_timings_fill_in_cache_reads() {
+        let u: WireUsage = serde_json::from_str(r#"{"prompt_tokens":300}"#).unwrap();
+        let t = Timings { cache_n: Some(292) };
+        assert_eq!(usage(Some(&u), Some(&t)).cache_read_tokens, Some(292));
+        assert_eq!(usage(Some(&u), None).cache_read_tokens, None);
+        assert_eq!(usage(None, None), Usage::default());
+    }
+}
