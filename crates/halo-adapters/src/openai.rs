@@ -293,11 +293,7 @@ impl ModelAdapter for OpenAiCompatible {
         (|| self.send_once(body))
             .retry(backoff)
             .when(ModelError::is_retryable)
-            .adjust(|err, backoff_delay| {
-                // Only when backon still has a retry left (`Some`); the provider's delay
-                // replaces the computed one, capped.
-                backoff_delay.map(|d| err.retry_after().map_or(d, |r| r.min(MAX_RETRY_DELAY)))
-            })
+            .adjust(retry_wait)
             .notify(|err, wait| {
                 tracing::warn!(
                     provider = %self.provider,
@@ -307,5 +303,33 @@ impl ModelAdapter for OpenAiCompatible {
                 );
             })
             .await
+    }
+}
+
+/// The wait before the next attempt: `None` when backon has no retry left, else the
+/// provider's `retry-after` (capped at [`MAX_RETRY_DELAY`]) or, without one, the backoff delay.
+fn retry_wait(err: &ModelError, backoff_delay: Option<Duration>) -> Option<Duration> {
+    backoff_delay.map(|d| err.retry_after().map_or(d, |r| r.min(MAX_RETRY_DELAY)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_wait_prefers_the_provider_delay_capped_at_a_minute() {
+        let limited = |secs| ModelError::RateLimited {
+            retry_after: Some(Duration::from_secs(secs)),
+            message: "slow down".into(),
+        };
+        let backoff = Some(Duration::from_secs(4));
+        assert_eq!(
+            retry_wait(&limited(2), backoff),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(retry_wait(&limited(3600), backoff), Some(MAX_RETRY_DELAY));
+        assert_eq!(retry_wait(&limited(2), None), None, "no retries left");
+        let transport = ModelError::Transport("reset".into());
+        assert_eq!(retry_wait(&transport, backoff), backoff);
     }
 }

@@ -1365,3 +1365,69 @@ fn the_cache_invariant_check_catches_drift() {
         "nothing appended"
     );
 }
+
+/// A tracing writer into a shared buffer.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn logs_show_sizes_and_retries_but_never_the_key() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let fake = FakeChat::start([
+        error_response(
+            401,
+            &format!("Incorrect API key provided: {KEY}"),
+            "invalid_request_error",
+            None,
+        ),
+        error_response(503, "overloaded", "server_error", None)
+            .insert_header("retry-after-ms", "1"),
+        Completion::new(Shape::OpenAi).text("ok").respond(),
+    ])
+    .await;
+    let model = OpenAiCompatible::openai("gpt-4o-mini")
+        .api_key(KEY)
+        .base_url(fake.base_url())
+        .max_retries(1)
+        .build()
+        .unwrap();
+    let err = call(&model, &prefix(), &GenerationOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ModelError::Authentication { .. }));
+    let ok = call(&model, &prefix(), &GenerationOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(ok.message.text, "ok");
+    fake.finish();
+
+    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(
+        logs.contains("request_bytes="),
+        "debug events carry sizes: {logs}"
+    );
+    assert!(logs.contains("response_bytes="), "{logs}");
+    assert!(
+        logs.contains("retrying chat completion") && logs.contains("wait_ms=1"),
+        "{logs}"
+    );
+    assert!(!logs.contains(KEY), "the key leaked into the logs");
+}
