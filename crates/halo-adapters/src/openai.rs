@@ -65,8 +65,9 @@ pub use error::MAX_EXCERPT_BYTES;
 ///
 /// Construct it with a builder ([`openai`](Self::openai), [`deepseek`](Self::deepseek),
 /// [`custom`](Self::custom)) or from the environment ([`openai_from_env`](Self::openai_from_env),
-/// [`deepseek_from_env`](Self::deepseek_from_env)). Cheap to share behind an `Arc`; one
-/// HTTP connection pool per adapter.
+/// [`deepseek_from_env`](Self::deepseek_from_env)). Cheap to clone; one
+/// HTTP connection pool per adapter (clones share it).
+#[derive(Clone)]
 pub struct OpenAiCompatible {
     pub(crate) profile: Profile,
     pub(crate) provider: String,

@@ -121,10 +121,6 @@ impl Profile {
             Profile::OpenAi | Profile::Custom => ReasoningReplay::Never,
         }
     }
-
-    fn requires_api_key(self) -> bool {
-        self.api_key_var().is_some()
-    }
 }
 
 /// Whether assistant messages carry `reasoning_content` when the history is sent back.
@@ -401,7 +397,7 @@ impl OpenAiBuilder {
 
         let api_key = self.api_key.filter(|k| !k.expose_secret().is_empty());
         match (&api_key, self.profile.api_key_var()) {
-            (None, Some(var)) if self.profile.requires_api_key() => {
+            (None, Some(var)) => {
                 return Err(ConfigError::MissingApiKey {
                     profile: self.profile.name(),
                     var,
