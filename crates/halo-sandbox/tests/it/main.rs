@@ -1,1 +1,10 @@
-//! Integration tests of halo-sandbox.
+//! Integration tests of halo-sandbox: every tool on a real temporary root, confinement,
+//! command execution, spec stability, and the tools driven by a `HaloAgent`.
+
+mod agent;
+mod bash;
+mod common;
+mod confinement;
+mod files;
+mod search;
+mod specs;

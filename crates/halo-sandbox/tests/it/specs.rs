@@ -1,0 +1,162 @@
+//! The tool specs enter the agent's cached stable prefix: they must not depend on where
+//! the root is, and must be byte-identical across sandboxes with the same options.
+
+use std::time::Duration;
+
+use halo_core::HaloAgent;
+use halo_core::testing::ScriptedModel;
+use halo_sandbox::{ContainerSandbox, SandboxError};
+
+fn spec_bytes(sandbox: &ContainerSandbox) -> Vec<u8> {
+    let specs: Vec<_> = sandbox.tools().iter().map(|t| t.spec()).collect();
+    serde_json::to_vec(&specs).expect("specs serialize")
+}
+
+#[test]
+fn specs_are_byte_identical_across_roots() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    std::fs::create_dir(b.path().join("nested")).unwrap();
+    let sa = ContainerSandbox::new(a.path()).unwrap();
+    let sb = ContainerSandbox::new(b.path().join("nested")).unwrap();
+    let (bytes_a, bytes_b) = (spec_bytes(&sa), spec_bytes(&sb));
+    assert_eq!(bytes_a, bytes_b);
+    let text = String::from_utf8(bytes_a).unwrap();
+    assert!(!text.contains(&*a.path().to_string_lossy()), "{text}");
+    assert!(!text.contains("/tmp"), "{text}");
+
+    // The same through an agent's stable prefix.
+    let prefix = |s: &ContainerSandbox| {
+        HaloAgent::builder(ScriptedModel::new())
+            .system("sys")
+            .tools(s.tools())
+            .unwrap()
+            .build()
+            .prefix()
+            .canonical_bytes()
+    };
+    assert_eq!(prefix(&sa), prefix(&sb));
+}
+
+#[test]
+fn tool_names_and_required_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let specs: Vec<_> = ContainerSandbox::new(dir.path())
+        .unwrap()
+        .tools()
+        .iter()
+        .map(|t| t.spec())
+        .collect();
+    let summary: Vec<(String, serde_json::Value, Vec<String>)> = specs
+        .iter()
+        .map(|s| {
+            let mut props: Vec<String> = s.parameters["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect();
+            props.sort();
+            (
+                s.name.clone(),
+                s.parameters.get("required").cloned().unwrap_or_default(),
+                props,
+            )
+        })
+        .collect();
+    let expected = [
+        (
+            "read",
+            serde_json::json!(["path"]),
+            vec!["limit", "offset", "path"],
+        ),
+        (
+            "write",
+            serde_json::json!(["path", "content"]),
+            vec!["content", "path"],
+        ),
+        ("ls", serde_json::Value::Null, vec!["path"]),
+        (
+            "glob",
+            serde_json::json!(["pattern"]),
+            vec!["path", "pattern"],
+        ),
+        (
+            "grep",
+            serde_json::json!(["pattern"]),
+            vec!["glob", "ignore_case", "path", "pattern"],
+        ),
+        (
+            "bash",
+            serde_json::json!(["command"]),
+            vec!["command", "timeout_secs"],
+        ),
+    ];
+    assert_eq!(summary.len(), expected.len());
+    for ((name, required, props), (en, er, ep)) in summary.iter().zip(expected) {
+        assert_eq!(
+            (name.as_str(), required, props),
+            (
+                en,
+                &er,
+                &ep.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+            )
+        );
+    }
+    // Every parameter is described for the model.
+    for s in &specs {
+        for (name, p) in s.parameters["properties"].as_object().unwrap() {
+            assert!(
+                p["description"].is_string(),
+                "{}.{name} has no description",
+                s.name
+            );
+        }
+    }
+}
+
+#[test]
+fn options_show_in_the_bash_description() {
+    let dir = tempfile::tempdir().unwrap();
+    let sandbox = ContainerSandbox::new(dir.path())
+        .unwrap()
+        .with_exec_timeout(Duration::from_secs(5))
+        .with_output_limit(8192);
+    let bash = sandbox
+        .tools()
+        .iter()
+        .map(|t| t.spec())
+        .find(|s| s.name == "bash")
+        .unwrap();
+    assert!(
+        bash.description.contains("timeout (5 s unless"),
+        "{}",
+        bash.description
+    );
+    assert!(
+        bash.description.contains("kept to 4096 bytes"),
+        "{}",
+        bash.description
+    );
+}
+
+#[test]
+fn a_missing_or_file_root_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing");
+    let err = ContainerSandbox::new(&missing).unwrap_err();
+    assert!(matches!(err, SandboxError::Root { .. }), "{err:?}");
+    assert!(
+        err.to_string().starts_with(&format!(
+            "sandbox root `{}` cannot be opened: ",
+            missing.display()
+        )),
+        "{err}"
+    );
+    let file = dir.path().join("file");
+    std::fs::write(&file, "").unwrap();
+    assert_eq!(
+        ContainerSandbox::new(&file).unwrap_err().to_string(),
+        format!("sandbox root `{}` is not a directory", file.display())
+    );
+}
