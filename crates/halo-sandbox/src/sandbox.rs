@@ -194,6 +194,14 @@ impl ContainerSandbox {
 
     /// The sandbox's tools, in this order: `read`, `write`, `ls`, `glob`, `grep`, `bash`.
     /// Give them to an agent with `HaloAgent::builder(model).tools(sandbox.tools())`.
+    ///
+    /// The file tools run on tokio's blocking pool when a tokio runtime is running, and in
+    /// place otherwise. `bash` needs a tokio runtime with the IO and time drivers enabled
+    /// (`enable_all`); with no tokio runtime at all it fails with
+    /// [`ToolError::Fatal`](halo_core::ToolError::Fatal).
+    ///
+    /// # Cancel safety
+    /// Dropping a `bash` call's future kills the command's whole process group.
     pub fn tools(&self) -> Vec<Arc<dyn DynTool>> {
         let shared = Arc::new(Shared {
             root: self.root.clone(),

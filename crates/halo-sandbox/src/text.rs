@@ -114,6 +114,11 @@ impl HeadTail {
         }
     }
 
+    /// Every byte pushed, kept or not.
+    pub(crate) fn total(&self) -> u64 {
+        self.total
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.total == 0
     }

@@ -170,6 +170,18 @@ async fn run(shared: &Shared, command: &str, timeout: Duration) -> Result<String
         group.reaped = true;
     }
 
+    tracing::debug!(
+        timed_out = status.is_err(),
+        exit_code = status
+            .as_ref()
+            .ok()
+            .and_then(|s| s.as_ref().ok())
+            .and_then(|s| s.code()),
+        stdout_bytes = out.total(),
+        stderr_bytes = err.total(),
+        pipes_held,
+        "bash command finished"
+    );
     let mut text = match status {
         Err(_elapsed) => format!(
             "timed out after {}; the command and its child processes were killed",

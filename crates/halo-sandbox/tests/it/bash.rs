@@ -105,6 +105,33 @@ async fn background_children_are_killed_when_the_command_ends() {
     assert!(!sleeper_alive(pid), "background sleep {pid} survived");
 }
 
+// Regression: a process that leaves the process group (setsid) keeps the output pipes
+// open; the call must still return, with what was read and a note.
+#[tokio::test]
+async fn a_process_that_escapes_the_group_cannot_hang_the_call() {
+    let f = Fixture::new();
+    // The escaped shell writes its PID only after setsid, so the command ends only once
+    // the escape happened; then it becomes the sleep (same PID).
+    let out = f
+        .ok(
+            "bash",
+            json!({"command": "setsid sh -c 'echo $$ > pid; exec sleep 30' & \
+                               while [ ! -s pid ]; do sleep 0.01; done; cat pid"}),
+        )
+        .await;
+    let pid = printed_pid(&out);
+    let _ = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status();
+    assert_eq!(
+        out,
+        format!(
+            "exit code: 0\nstdout:\n{pid}\n[a process that left the command's process group \
+             kept its output open; the output may be incomplete]"
+        )
+    );
+}
+
 #[tokio::test]
 async fn output_keeps_its_start_and_end_within_the_limit() {
     let f = Fixture::with(|s| s.with_output_limit(4096));
