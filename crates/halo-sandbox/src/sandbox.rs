@@ -264,7 +264,8 @@ impl SandboxPath {
             }
         }
         Ok(SandboxPath {
-            arg: arg.to_string(),
+            // An empty argument names the root; say so in messages.
+            arg: if arg.is_empty() { "." } else { arg }.to_string(),
             rel,
         })
     }
@@ -336,6 +337,7 @@ mod tests {
         assert_eq!(rel("./").unwrap(), ".");
         assert_eq!(rel("").unwrap(), ".");
         assert_eq!(SandboxPath::parse(None).unwrap().display(), ".");
+        assert_eq!(SandboxPath::parse(Some("")).unwrap().arg, ".");
         assert!(matches!(rel("../x"), Err(SandboxError::OutsideRoot { .. })));
         assert!(matches!(
             rel("a/../../x"),
