@@ -156,6 +156,8 @@ pub fn tidy() -> anyhow::Result<()> {
         }
     }
 
+    problems.extend(check_readme_example(&root));
+
     // Layering, from cargo metadata (the resolved, feature-unified graph).
     let out = Command::new("cargo")
         .args(["metadata", "--format-version", "1", "--locked"])
@@ -254,6 +256,27 @@ fn check_layering(meta: &Value) -> Vec<String> {
         }
     }
     problems
+}
+
+/// README.md's library example must be exactly `examples/coder/examples/readme.rs` (less its
+/// `//!` header), which clippy compiles: the README cannot show code that does not build.
+fn check_readme_example(root: &Path) -> Vec<String> {
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap_or_default();
+    let example = std::fs::read_to_string(root.join("examples/coder/examples/readme.rs")).unwrap_or_default();
+    let Some(start) = readme.find("```rust,ignore\n") else {
+        return vec!["README.md: no ```rust,ignore library example".into()];
+    };
+    let body = &readme[start + "```rust,ignore\n".len()..];
+    let Some(end) = body.find("```") else {
+        return vec!["README.md: the library example's code block is not closed".into()];
+    };
+    let shown = body[..end].trim();
+    let compiled: String =
+        example.lines().skip_while(|l| l.starts_with("//!") || l.is_empty()).collect::<Vec<_>>().join("\n");
+    if shown != compiled.trim() {
+        return vec!["README.md's library example differs from examples/coder/examples/readme.rs; make them equal".into()];
+    }
+    Vec::new()
 }
 
 fn collect_rs(dir: &Path, out: &mut Vec<PathBuf>) {
