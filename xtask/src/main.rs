@@ -5,6 +5,7 @@
 //! - `cargo xtask demo "TASK" [--dir DIR]`: set up what is missing, then run the coding agent.
 //! - `cargo xtask bench <name>`: print measurements (`local-cache`).
 
+mod bench_local;
 mod ci;
 mod demo;
 mod model;
@@ -39,6 +40,7 @@ fn real_main() -> anyhow::Result<()> {
         }
         Some("demo") => demo::run(rest),
         Some("bench") => match rest.first().map(String::as_str) {
+            Some("local-cache") => bench_local::run(),
             Some(name) => bail!("unknown benchmark `{name}`\n\n{USAGE}"),
             None => bail!("name a benchmark\n\n{USAGE}"),
         },
