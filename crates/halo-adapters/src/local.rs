@@ -12,22 +12,27 @@
 //! without one gets ChatML). The turns are:
 //!
 //! 1. a `system` turn: [`StablePrefix::system_text`], then, when there are tools, the tool
-//!    section (SmolLM2's function-calling format, made compact):
+//!    section. It follows SmolLM2's function-calling format (a `<tools>` JSON list and
+//!    `<tool_call>[...]</tool_call>` replies, from its model card), with compact JSON:
 //!    ```text
-//!    You can call these tools, listed as JSON inside <tools></tools>:
+//!    You have access to the following tools:
 //!    <tools>[{"name":"read","description":"...","parameters":{...JSON Schema...}}]</tools>
-//!    To call tools, answer with only a JSON list of calls inside <tool_call></tool_call>, like this:
-//!    <tool_call>[{"name":"tool_name","arguments":{"argument":"value"}}]</tool_call>
-//!    Each tool result comes back inside <tool_response></tool_response>. When you have what you need, answer in plain text.
+//!
+//!    To call tools, answer with only a list of calls in this format:
+//!    <tool_call>[{"name":"func_name1","arguments":{"argument1":"value1"}}]</tool_call>
+//!    Tool results come back inside <tool_response></tool_response>. When no tool call is needed, answer in plain text.
 //!    ```
 //! 2. the few-shot turns of the prefix, then the history, in order;
-//! 3. assistant turns as their text followed by their calls, exactly as generated:
+//! 3. assistant turns: their text, then their calls, exactly as generated:
 //!    `<tool_call>[{"name":"read","arguments":{"path":"notes.txt"}}]</tool_call>`;
-//! 4. tool results as one turn per run of consecutive results, one block each:
-//!    `<tool_response>\n{content}\n</tool_response>` (content prefixed with `error: ` for an
-//!    error result). The turn's role is `tool` when the chat template mentions that role and
-//!    `user` otherwise (SmolLM2's template does not; its training data puts tool responses in
-//!    user turns).
+//! 4. tool results: one turn per run of consecutive results, with one block per result,
+//!    `<tool_response>\n{content}\n</tool_response>` (`error: ` put before the content of an
+//!    error result that does not already say so). The turn's role is `tool` when the chat
+//!    template renders that role (ChatML, hence SmolLM2, does: SmolLM2 follows a result given
+//!    in a `tool` turn much better than in a `user` turn), else `user`.
+//!
+//! User text goes through the tokenizer with special-token parsing on, as llama.cpp's server
+//! does: text that spells a special token (`<|im_end|>`) becomes that token.
 //!
 //! # Constrained decoding
 //!
@@ -40,17 +45,27 @@
 //! | `Auto` | free text; from the moment the model writes `<tool_call>` the grammar applies (a *lazy* grammar) |
 //! | `Required` | the grammar applies from the first token: one `<tool_call>` block of one or more calls |
 //! | `Tool(name)` | as `Required`, with `name` the only tool |
-//! | `None` | free text; generation stops before any `<tool_call>` |
+//! | `None` | free text; generation stops before a `<tool_call>` |
 //!
-//! [`ResponseFormat::Json`] constrains the answer to JSON (fitting the schema, if given); with
-//! tools under `Auto` the grammar allows either a tool-call block or the JSON answer.
+//! A block cut short by `max_tokens` is returned as text with [`FinishReason::Length`], never
+//! as a call. [`ResponseFormat::Json`] constrains the answer to JSON (fitting the schema, if
+//! given); with tools under `Auto` the grammar allows either a tool-call block or the JSON
+//! answer.
+//!
+//! SmolLM2-135M does not decide well by itself when to call a tool: under `Auto` it answers
+//! from nothing, or calls the same tool again and again. [`AutoToolChoice::CallThenAnswer`]
+//! resolves `Auto` by the shape of the conversation instead; with `rounds: 1`, few-shot turns
+//! showing one call, its result and an answer, and read-only tools, the default model reads
+//! the file a task names and then answers.
 //!
 //! # The KV cache
 //!
 //! The context keeps the tokens of the last call (prompt and generated). A new call tokenizes
 //! its whole prompt, keeps the longest common token prefix with what the context holds, drops
 //! the rest from the KV cache and evaluates only the new tokens (at least one, for the
-//! logits). [`Usage::cache_read_tokens`] is exactly the number of kept tokens. Rendering is
+//! logits). [`Usage::cache_read_tokens`] is exactly the number of kept tokens,
+//! `input_tokens` the prompt's tokens, `cache_write_tokens` the evaluated ones (the rest),
+//! and `output_tokens` the sampled tokens, the end-of-turn token included. Rendering is
 //! append-only: each turn is tokenized on its own, so the tokens of a prompt are a prefix of
 //! the tokens of any later prompt whose history only grew, and an agent step re-evaluates only
 //! its new turns.

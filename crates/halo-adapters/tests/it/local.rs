@@ -100,7 +100,9 @@ async fn second_call_reads_exactly_the_shared_prefix_from_the_cache() {
         return;
     };
     let prefix = prefix_with_read();
-    let options = GenerationOptions::default().with_max_tokens(8);
+    let options = GenerationOptions::default()
+        .with_tool_choice(ToolChoice::None)
+        .with_max_tokens(8);
     let first = [Message::user("What is two plus two?")];
     let second = [Message::user("Name a colour of the sky.")];
     let request = |history| ModelRequest {
@@ -200,6 +202,41 @@ async fn agent_calls_a_tool_then_answers_with_the_cache_warm() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_prompt_longer_than_the_context_is_an_error() {
+    if shared().is_none() {
+        return;
+    }
+    let small = LocalAdapter::load(
+        default_model_path(),
+        LocalConfig::default().with_context_tokens(64),
+    )
+    .unwrap();
+    let prefix = prefix_with_read();
+    let options = GenerationOptions::default();
+    let history = [Message::user("What does notes.txt say?")];
+    let err = small
+        .generate(ModelRequest {
+            prefix: &prefix,
+            history: &history,
+            options: &options,
+            session_id: None,
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ModelError::Local(m) if m.contains("context window holds 64")),
+        "{err:?}"
+    );
+}
+
+// `generate` and `render` futures are `Send` (checked at compile time, never run).
+const _: fn(&LocalAdapter, ModelRequest<'_>) = |model, request| {
+    fn send<T: Send>(_: T) {}
+    send(model.generate(request));
+    send(model.render(request));
+};
 
 #[test]
 fn a_missing_model_file_is_an_error_that_says_how_to_get_one() {
