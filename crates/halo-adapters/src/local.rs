@@ -478,17 +478,41 @@ fn worker_main(
     while let Ok(job) = inbox.recv() {
         match job {
             Job::Generate(request, reply) => {
-                let _ = reply.send(worker.generate(&request));
-            }
-            Job::Render(request, reply) => {
-                let result = worker
-                    .render(&request)
-                    .map(|(text, tokens)| RenderedPrompt {
-                        text,
-                        tokens: tokens.iter().map(|t| t.0).collect(),
-                    });
+                let result = guarded(&mut worker, |w| w.generate(&request));
                 let _ = reply.send(result);
             }
+            Job::Render(request, reply) => {
+                let result = guarded(&mut worker, |w| {
+                    w.render(&request).map(|(text, tokens)| RenderedPrompt {
+                        text,
+                        tokens: tokens.iter().map(|t| t.0).collect(),
+                    })
+                });
+                let _ = reply.send(result);
+            }
+        }
+    }
+}
+
+/// Runs a job; a panic in it (a bug, or an `expect` inside `llama-cpp-2`) becomes an error,
+/// and the KV cache is emptied since its bookkeeping may no longer be true. The worker lives on.
+fn guarded<T>(
+    worker: &mut Worker<'_>,
+    job: impl FnOnce(&mut Worker<'_>) -> Result<T, ModelError>,
+) -> Result<T, ModelError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&mut *worker))) {
+        Ok(result) => result,
+        Err(panic) => {
+            worker.ctx.clear_kv_cache();
+            worker.cached.clear();
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            Err(ModelError::Local(format!(
+                "the local model call panicked ({message}); its cache was reset and the call can be retried"
+            )))
         }
     }
 }
