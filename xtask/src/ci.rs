@@ -14,15 +14,38 @@ use serde_json::Value;
 use crate::{root, run_cmd};
 
 /// Halo crates that may depend on halo-core and on no other Halo crate.
-const LEAF_CRATES: &[&str] = &["halo-adapters", "halo-sandbox", "halo-mcp", "halo-stream", "halo-strategies"];
+const LEAF_CRATES: &[&str] = &[
+    "halo-adapters",
+    "halo-sandbox",
+    "halo-mcp",
+    "halo-stream",
+    "halo-strategies",
+];
 
 /// The only normal dependencies halo-core may have: none of them does IO.
-const CORE_ALLOWED_DEPS: &[&str] =
-    &["serde", "serde_json", "thiserror", "schemars", "jsonschema", "sha2", "tracing", "futures"];
+const CORE_ALLOWED_DEPS: &[&str] = &[
+    "serde",
+    "serde_json",
+    "thiserror",
+    "schemars",
+    "jsonschema",
+    "sha2",
+    "tracing",
+    "futures",
+];
 
 /// Crates that must never appear in halo-core's normal dependency graph.
-const CORE_FORBIDDEN_TRANSITIVE: &[&str] =
-    &["tokio", "reqwest", "hyper", "rmcp", "llama-cpp-2", "llama-cpp-sys-2", "cap-std", "mio", "async-std"];
+const CORE_FORBIDDEN_TRANSITIVE: &[&str] = &[
+    "tokio",
+    "reqwest",
+    "hyper",
+    "rmcp",
+    "llama-cpp-2",
+    "llama-cpp-sys-2",
+    "cap-std",
+    "mio",
+    "async-std",
+];
 
 pub fn run(args: &[String]) -> anyhow::Result<()> {
     let only_tidy = args.iter().any(|a| a == "--tidy");
@@ -31,8 +54,13 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     }
     let started = std::time::Instant::now();
     step("tidy", tidy)?;
-    step("fmt", || run_cmd(Command::new("cargo").args(["fmt", "--all", "--", "--check"])))?;
-    step("prerequisites of the embedded model", crate::prereqs::ensure)?;
+    step("fmt", || {
+        run_cmd(Command::new("cargo").args(["fmt", "--all", "--", "--check"]))
+    })?;
+    step(
+        "prerequisites of the embedded model",
+        crate::prereqs::ensure,
+    )?;
     step("clippy", || {
         run_cmd(Command::new("cargo").args([
             "clippy",
@@ -60,10 +88,19 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             ]))
         } else {
             eprintln!("skip: cargo-nextest not installed; using cargo test");
-            run_cmd(Command::new("cargo").args(["test", "--workspace", "--all-features", "--lib", "--bins", "--tests"]))
+            run_cmd(Command::new("cargo").args([
+                "test",
+                "--workspace",
+                "--all-features",
+                "--lib",
+                "--bins",
+                "--tests",
+            ]))
         }
     })?;
-    step("doctests", || run_cmd(Command::new("cargo").args(["test", "--workspace", "--all-features", "--doc"])))?;
+    step("doctests", || {
+        run_cmd(Command::new("cargo").args(["test", "--workspace", "--all-features", "--doc"]))
+    })?;
     step("docs", || {
         run_cmd(
             Command::new("cargo")
@@ -71,7 +108,10 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
                 .env("RUSTDOCFLAGS", "-D warnings"),
         )
     })?;
-    eprintln!("\nxtask ci: all checks passed in {:.0} s", started.elapsed().as_secs_f64());
+    eprintln!(
+        "\nxtask ci: all checks passed in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }
 
@@ -84,7 +124,10 @@ fn step(name: &str, f: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<()
 }
 
 fn has_nextest() -> bool {
-    Command::new("cargo").args(["nextest", "--version"]).output().is_ok_and(|o| o.status.success())
+    Command::new("cargo")
+        .args(["nextest", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 /// Checks the rules no compiler checks: file headers, no debugging leftovers, workspace
@@ -98,19 +141,29 @@ pub fn tidy() -> anyhow::Result<()> {
         collect_rs(&root.join(dir), &mut rs_files);
     }
     if rs_files.len() < 10 {
-        bail!("tidy found only {} .rs files; is it running in the workspace root?", rs_files.len());
+        bail!(
+            "tidy found only {} .rs files; is it running in the workspace root?",
+            rs_files.len()
+        );
     }
     for f in &rs_files {
-        let text = std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+        let text =
+            std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
         let rel = f.strip_prefix(&root).unwrap_or(f).display().to_string();
         if !text.trim_start().starts_with("//!") {
-            problems.push(format!("{rel}: file does not open with a `//!` doc comment"));
+            problems.push(format!(
+                "{rel}: file does not open with a `//!` doc comment"
+            ));
         }
         let in_src = rel.contains("/src/");
         for (i, line) in text.lines().enumerate() {
             let code = line.split("//").next().unwrap_or("");
             // Spelled in pieces so this file does not flag itself.
-            for bad in [concat!("dbg", "!("), concat!("todo", "!("), concat!("unimplemented", "!(")] {
+            for bad in [
+                concat!("dbg", "!("),
+                concat!("todo", "!("),
+                concat!("unimplemented", "!("),
+            ] {
                 if in_src && code.contains(bad) {
                     problems.push(format!("{rel}:{}: `{bad}` left in source", i + 1));
                 }
@@ -118,9 +171,18 @@ pub fn tidy() -> anyhow::Result<()> {
         }
         if rel.starts_with("crates/halo-core/src/") {
             for (i, line) in text.lines().enumerate() {
-                for io in ["std::fs", "std::net", "std::process", "tokio::", "std::env::var"] {
+                for io in [
+                    "std::fs",
+                    "std::net",
+                    "std::process",
+                    "tokio::",
+                    "std::env::var",
+                ] {
                     if line.contains(io) {
-                        problems.push(format!("{rel}:{}: halo-core does no IO, but uses `{io}`", i + 1));
+                        problems.push(format!(
+                            "{rel}:{}: halo-core does no IO, but uses `{io}`",
+                            i + 1
+                        ));
                     }
                 }
             }
@@ -142,15 +204,21 @@ pub fn tidy() -> anyhow::Result<()> {
     manifests.push(root.join("xtask/Cargo.toml"));
     for m in &manifests {
         let text = std::fs::read_to_string(m)?;
-        let doc: toml::Table = text.parse().with_context(|| format!("parsing {}", m.display()))?;
+        let doc: toml::Table = text
+            .parse()
+            .with_context(|| format!("parsing {}", m.display()))?;
         let rel = m.strip_prefix(&root).unwrap_or(m).display().to_string();
         for section in ["dependencies", "dev-dependencies", "build-dependencies"] {
-            let Some(deps) = doc.get(section).and_then(|d| d.as_table()) else { continue };
+            let Some(deps) = doc.get(section).and_then(|d| d.as_table()) else {
+                continue;
+            };
             for (name, spec) in deps {
                 let via_workspace = spec.get("workspace").and_then(|w| w.as_bool()) == Some(true);
                 let self_dep = spec.get("path").and_then(|p| p.as_str()) == Some(".");
                 if name.starts_with("halo-") && !via_workspace && !self_dep {
-                    problems.push(format!("{rel}: [{section}] {name} must use `workspace = true`"));
+                    problems.push(format!(
+                        "{rel}: [{section}] {name} must use `workspace = true`"
+                    ));
                 }
             }
         }
@@ -163,20 +231,35 @@ pub fn tidy() -> anyhow::Result<()> {
         .args(["metadata", "--format-version", "1", "--locked"])
         .current_dir(&root)
         .output()
-        .or_else(|_| Command::new("cargo").args(["metadata", "--format-version", "1"]).current_dir(&root).output())?;
+        .or_else(|_| {
+            Command::new("cargo")
+                .args(["metadata", "--format-version", "1"])
+                .current_dir(&root)
+                .output()
+        })?;
     let meta: Value = if out.status.success() {
         serde_json::from_slice(&out.stdout)?
     } else {
-        let out = Command::new("cargo").args(["metadata", "--format-version", "1"]).current_dir(&root).output()?;
+        let out = Command::new("cargo")
+            .args(["metadata", "--format-version", "1"])
+            .current_dir(&root)
+            .output()?;
         if !out.status.success() {
-            bail!("cargo metadata failed: {}", String::from_utf8_lossy(&out.stderr));
+            bail!(
+                "cargo metadata failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         serde_json::from_slice(&out.stdout)?
     };
     problems.extend(check_layering(&meta));
 
     if problems.is_empty() {
-        eprintln!("tidy: {} source files and {} manifests checked; ok", rs_files.len(), manifests.len());
+        eprintln!(
+            "tidy: {} source files and {} manifests checked; ok",
+            rs_files.len(),
+            manifests.len()
+        );
         Ok(())
     } else {
         for p in &problems {
@@ -190,9 +273,16 @@ fn check_layering(meta: &Value) -> Vec<String> {
     let mut problems = Vec::new();
     let empty = Vec::new();
     let packages = meta["packages"].as_array().unwrap_or(&empty);
-    let members: BTreeSet<&str> =
-        meta["workspace_members"].as_array().unwrap_or(&empty).iter().filter_map(|v| v.as_str()).collect();
-    for p in packages.iter().filter(|p| p["id"].as_str().is_some_and(|id| members.contains(id))) {
+    let members: BTreeSet<&str> = meta["workspace_members"]
+        .as_array()
+        .unwrap_or(&empty)
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    for p in packages
+        .iter()
+        .filter(|p| p["id"].as_str().is_some_and(|id| members.contains(id)))
+    {
         let name = p["name"].as_str().unwrap_or("");
         let deps = p["dependencies"].as_array().unwrap_or(&empty);
         let halo_deps: Vec<&str> = deps
@@ -203,18 +293,24 @@ fn check_layering(meta: &Value) -> Vec<String> {
         if LEAF_CRATES.contains(&name) {
             for d in &halo_deps {
                 if *d != "halo-core" {
-                    problems.push(format!("{name} depends on {d}; leaf crates depend only on halo-core"));
+                    problems.push(format!(
+                        "{name} depends on {d}; leaf crates depend only on halo-core"
+                    ));
                 }
             }
         }
         if name == "halo-core" {
             for d in &halo_deps {
-                problems.push(format!("halo-core depends on {d}; it must depend on no other Halo crate"));
+                problems.push(format!(
+                    "halo-core depends on {d}; it must depend on no other Halo crate"
+                ));
             }
             for d in deps.iter().filter(|d| d["kind"].is_null()) {
                 let dn = d["name"].as_str().unwrap_or("");
                 if !CORE_ALLOWED_DEPS.contains(&dn) {
-                    problems.push(format!("halo-core depends on `{dn}`, which is not on its allowlist (no IO in core)"));
+                    problems.push(format!(
+                        "halo-core depends on `{dn}`, which is not on its allowlist (no IO in core)"
+                    ));
                 }
             }
         }
@@ -227,9 +323,15 @@ fn check_layering(meta: &Value) -> Vec<String> {
         .iter()
         .filter_map(|n| n["id"].as_str().map(|id| (id, n)))
         .collect();
-    let name_of: BTreeMap<&str, &str> =
-        packages.iter().filter_map(|p| Some((p["id"].as_str()?, p["name"].as_str()?))).collect();
-    let Some(core_id) = name_of.iter().find(|(_, n)| **n == "halo-core").map(|(id, _)| *id) else {
+    let name_of: BTreeMap<&str, &str> = packages
+        .iter()
+        .filter_map(|p| Some((p["id"].as_str()?, p["name"].as_str()?)))
+        .collect();
+    let Some(core_id) = name_of
+        .iter()
+        .find(|(_, n)| **n == "halo-core")
+        .map(|(id, _)| *id)
+    else {
         problems.push("halo-core not found in cargo metadata".into());
         return problems;
     };
@@ -241,18 +343,22 @@ fn check_layering(meta: &Value) -> Vec<String> {
         }
         let Some(node) = nodes.get(id) else { continue };
         for dep in node["deps"].as_array().unwrap_or(&empty) {
-            let normal = dep["dep_kinds"].as_array().unwrap_or(&empty).iter().any(|k| k["kind"].is_null());
-            if normal {
-                if let Some(pkg) = dep["pkg"].as_str() {
-                    stack.push(pkg);
-                }
+            let normal = dep["dep_kinds"]
+                .as_array()
+                .unwrap_or(&empty)
+                .iter()
+                .any(|k| k["kind"].is_null());
+            if normal && let Some(pkg) = dep["pkg"].as_str() {
+                stack.push(pkg);
             }
         }
     }
     for id in seen {
         let n = name_of.get(id).copied().unwrap_or("");
         if CORE_FORBIDDEN_TRANSITIVE.contains(&n) {
-            problems.push(format!("halo-core's dependency graph contains `{n}`, which does IO"));
+            problems.push(format!(
+                "halo-core's dependency graph contains `{n}`, which does IO"
+            ));
         }
     }
     problems
@@ -262,7 +368,8 @@ fn check_layering(meta: &Value) -> Vec<String> {
 /// `//!` header), which clippy compiles: the README cannot show code that does not build.
 fn check_readme_example(root: &Path) -> Vec<String> {
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap_or_default();
-    let example = std::fs::read_to_string(root.join("examples/coder/examples/readme.rs")).unwrap_or_default();
+    let example =
+        std::fs::read_to_string(root.join("examples/coder/examples/readme.rs")).unwrap_or_default();
     let Some(start) = readme.find("```rust,ignore\n") else {
         return vec!["README.md: no ```rust,ignore library example".into()];
     };
@@ -271,8 +378,11 @@ fn check_readme_example(root: &Path) -> Vec<String> {
         return vec!["README.md: the library example's code block is not closed".into()];
     };
     let shown = body[..end].trim();
-    let compiled: String =
-        example.lines().skip_while(|l| l.starts_with("//!") || l.is_empty()).collect::<Vec<_>>().join("\n");
+    let compiled: String = example
+        .lines()
+        .skip_while(|l| l.starts_with("//!") || l.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n");
     if shown != compiled.trim() {
         return vec!["README.md's library example differs from examples/coder/examples/readme.rs; make them equal".into()];
     }
@@ -280,7 +390,9 @@ fn check_readme_example(root: &Path) -> Vec<String> {
 }
 
 fn collect_rs(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else { return };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
     let mut entries: Vec<_> = rd.flatten().collect();
     entries.sort_by_key(|e| e.path());
     for e in entries {

@@ -21,7 +21,10 @@ const SAMPLE_FILES: &[(&str, &str)] = &[
         "src/parser.rs",
         "/// Parses a comma-separated list of integers.\npub fn parse(s: &str) -> Vec<i64> {\n    s.split(',').filter_map(|p| p.trim().parse().ok()).collect()\n}\n",
     ),
-    ("README.md", "# sample\n\nA tiny project for the Halo demo. See notes.txt.\n"),
+    (
+        "README.md",
+        "# sample\n\nA tiny project for the Halo demo. See notes.txt.\n",
+    ),
 ];
 
 pub fn run(args: &[String]) -> anyhow::Result<()> {
@@ -34,12 +37,15 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
                 Some(d) => dir = Some(PathBuf::from(d)),
                 None => bail!("--dir needs a folder"),
             },
-            s if s.starts_with("--") => bail!("unknown option `{s}`; usage: cargo xtask demo \"TASK\" [--dir DIR]"),
+            s if s.starts_with("--") => {
+                bail!("unknown option `{s}`; usage: cargo xtask demo \"TASK\" [--dir DIR]")
+            }
             s if task.is_none() => task = Some(s.to_string()),
             s => bail!("unexpected argument `{s}`; put the task in quotes"),
         }
     }
-    let task = task.unwrap_or_else(|| "What does notes.txt say? Answer in one sentence.".to_string());
+    let task =
+        task.unwrap_or_else(|| "What does notes.txt say? Answer in one sentence.".to_string());
 
     let dir = match dir {
         Some(d) => {
@@ -59,12 +65,17 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
                     std::fs::write(&p, text)?;
                 }
             }
-            eprintln!("xtask demo: no --dir given; using the sample folder {}", d.display());
+            eprintln!(
+                "xtask demo: no --dir given; using the sample folder {}",
+                d.display()
+            );
             d
         }
     };
 
-    let remote = ["DEEPSEEK_API_KEY", "OPENAI_API_KEY"].iter().any(|k| std::env::var(k).is_ok_and(|v| !v.is_empty()));
+    let remote = ["DEEPSEEK_API_KEY", "OPENAI_API_KEY"]
+        .iter()
+        .any(|k| std::env::var(k).is_ok_and(|v| !v.is_empty()));
     let mut cmd = Command::new("cargo");
     cmd.args(["run", "--quiet", "-p", "coder"]);
     if remote {

@@ -56,7 +56,10 @@ fn real_main() -> anyhow::Result<()> {
 /// The workspace root (the parent of xtask/).
 pub fn root() -> std::path::PathBuf {
     let manifest = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    manifest.parent().map(|p| p.to_path_buf()).unwrap_or(manifest)
+    manifest
+        .parent()
+        .map(|p| p.to_path_buf())
+        .unwrap_or(manifest)
 }
 
 /// Runs a command in the workspace root, echoing it; fails on a non-zero exit.
@@ -64,10 +67,16 @@ pub fn run_cmd(cmd: &mut std::process::Command) -> anyhow::Result<()> {
     let shown = format!(
         "{} {}",
         cmd.get_program().to_string_lossy(),
-        cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ")
+        cmd.get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     eprintln!("$ {shown}");
-    let status = cmd.current_dir(root()).status().map_err(|e| anyhow::anyhow!("cannot run `{shown}`: {e}"))?;
+    let status = cmd
+        .current_dir(root())
+        .status()
+        .map_err(|e| anyhow::anyhow!("cannot run `{shown}`: {e}"))?;
     if !status.success() {
         bail!("`{shown}` failed ({status})");
     }

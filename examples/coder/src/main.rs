@@ -18,13 +18,40 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use futures::future::BoxFuture;
 use halo_core::{
-    DynTool, GenerateTextResult, HaloAgent, HaloError, SharedModel, ToolError, ToolOutput, ToolSpec,
+    AssistantMessage, DynTool, GenerateTextResult, GenerationOptions, HaloAgent, HaloError,
+    Message, SharedModel, ToolCall, ToolError, ToolOutput, ToolResult, ToolSpec,
 };
 use halo_sandbox::ContainerSandbox;
 
 const SYSTEM: &str = "You are a coding agent working in a project folder. \
 Use the tools to look at files before you answer; paths are relative to the project folder. \
 When you know the answer, reply briefly in plain text.";
+
+/// The tools the small embedded model gets: it must not overwrite files it misreads.
+const SMALL_MODEL_TOOLS: &[&str] = &["glob", "grep", "ls", "read"];
+
+/// Few-shot turns for the small embedded model: a call, its result and an answer, twice
+/// (with one example it copies the example's path).
+fn small_model_examples() -> Vec<Message> {
+    let c1 = ToolCall::new("example_1", "read", r#"{"path":"todo.md"}"#);
+    let c2 = ToolCall::new("example_2", "read", r#"{"path":"docs/setup.txt"}"#);
+    let calls = |c: &ToolCall| {
+        Message::Assistant(AssistantMessage {
+            tool_calls: vec![c.clone()],
+            ..Default::default()
+        })
+    };
+    vec![
+        Message::user("What is in todo.md?"),
+        calls(&c1),
+        Message::Tool(ToolResult::ok(&c1, "     1\t- fix the login bug")),
+        Message::assistant("todo.md says: fix the login bug."),
+        Message::user("Read docs/setup.txt and tell me how to install."),
+        calls(&c2),
+        Message::Tool(ToolResult::ok(&c2, "     1\tRun `make install`.")),
+        Message::assistant("To install, run `make install`."),
+    ]
+}
 
 struct Args {
     task: String,
@@ -64,8 +91,9 @@ fn set(var: &str) -> bool {
     std::env::var(var).is_ok_and(|v| !v.is_empty())
 }
 
-/// The model named by the environment, and a one-line description of it.
-fn pick_model() -> anyhow::Result<(SharedModel, String)> {
+/// The model named by the environment, a one-line description of it, and whether it is the
+/// small embedded model.
+fn pick_model() -> anyhow::Result<(SharedModel, String, bool)> {
     use halo_adapters::openai::OpenAiCompatible;
     if set("DEEPSEEK_API_KEY") {
         let m = OpenAiCompatible::deepseek_from_env()?;
@@ -74,7 +102,7 @@ fn pick_model() -> anyhow::Result<(SharedModel, String)> {
             halo_core::DynModelAdapter::model_name(&m),
             m.endpoint()
         );
-        return Ok((Arc::new(m), desc));
+        return Ok((Arc::new(m), desc, false));
     }
     if set("OPENAI_API_KEY") {
         let m = OpenAiCompatible::openai_from_env()?;
@@ -83,24 +111,30 @@ fn pick_model() -> anyhow::Result<(SharedModel, String)> {
             halo_core::DynModelAdapter::model_name(&m),
             m.endpoint()
         );
-        return Ok((Arc::new(m), desc));
+        return Ok((Arc::new(m), desc, false));
     }
     local_model()
 }
 
+/// The embedded model. SmolLM2-135M does not decide well by itself when to call a tool, so
+/// `Auto` is resolved by the conversation's shape: call a tool right after the user's
+/// message, answer after one round of results.
 #[cfg(feature = "local")]
-fn local_model() -> anyhow::Result<(SharedModel, String)> {
-    let path = halo_adapters::local::default_model_path();
-    let m = halo_adapters::local::LocalAdapter::load(
-        &path,
-        halo_adapters::local::LocalConfig::default(),
-    )
-    .map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok((Arc::new(m), format!("embedded model {}", path.display())))
+fn local_model() -> anyhow::Result<(SharedModel, String, bool)> {
+    use halo_adapters::local::{AutoToolChoice, LocalAdapter, LocalConfig, default_model_path};
+    let path = default_model_path();
+    let config =
+        LocalConfig::default().with_auto_tool_choice(AutoToolChoice::CallThenAnswer { rounds: 1 });
+    let m = LocalAdapter::load(&path, config)?;
+    Ok((
+        Arc::new(m),
+        format!("embedded model {}", path.display()),
+        true,
+    ))
 }
 
 #[cfg(not(feature = "local"))]
-fn local_model() -> anyhow::Result<(SharedModel, String)> {
+fn local_model() -> anyhow::Result<(SharedModel, String, bool)> {
     bail!(
         "no API key set and this build has no embedded model; set DEEPSEEK_API_KEY or OPENAI_API_KEY, or build with `--features local`"
     )
@@ -173,26 +207,39 @@ fn print_stats(out: &GenerateTextResult, started: Instant) {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,llama-cpp-2=error")),
+        )
         .with_writer(std::io::stderr)
         .init();
     let args = parse_args()?;
     let sandbox = ContainerSandbox::new(&args.dir)
         .with_context(|| format!("cannot use {} as the sandbox root", args.dir.display()))?;
-    let (model, desc) = pick_model()?;
+    let (model, desc, small) = pick_model()?;
     println!("model: {desc}");
     println!("folder: {}", args.dir.display());
     println!("task: {}", args.task);
 
-    let tools = sandbox
-        .tools()
+    let mut builder = HaloAgent::builder_shared(model)
+        .system(SYSTEM)
+        .max_steps(args.max_steps);
+    let mut tools = sandbox.tools();
+    if small {
+        // A 135M-parameter model gets the read-only tools and two worked examples.
+        tools.retain(|t| SMALL_MODEL_TOOLS.contains(&t.spec().name.as_str()));
+        builder = builder
+            .few_shot(small_model_examples())
+            .options(GenerationOptions::default().with_max_tokens(256));
+        println!(
+            "tools: {} (read-only, for the small embedded model)",
+            SMALL_MODEL_TOOLS.join(", ")
+        );
+    }
+    let tools = tools
         .into_iter()
         .map(|t| Arc::new(Printed(t)) as Arc<dyn DynTool>);
-    let mut agent = HaloAgent::builder_shared(model)
-        .system(SYSTEM)
-        .tools(tools)?
-        .max_steps(args.max_steps)
-        .build();
+    let mut agent = builder.tools(tools)?.build();
     println!(
         "prefix: {} tools, fingerprint {}",
         agent.prefix().tools().len(),

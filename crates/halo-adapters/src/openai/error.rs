@@ -116,10 +116,10 @@ pub(crate) fn body_excerpt(body: &[u8]) -> String {
     let cut = body.len() > MAX_EXCERPT_BYTES;
     let mut head = &body[..body.len().min(MAX_EXCERPT_BYTES)];
     // A multi-byte character split by the cut is dropped rather than replaced.
-    if let Err(e) = std::str::from_utf8(head) {
-        if e.error_len().is_none() {
-            head = &head[..e.valid_up_to()];
-        }
+    if let Err(e) = std::str::from_utf8(head)
+        && e.error_len().is_none()
+    {
+        head = &head[..e.valid_up_to()];
     }
     let mut out = truncate(String::from_utf8_lossy(head).trim());
     if out.is_empty() {
@@ -168,10 +168,10 @@ pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
             .then(|| Duration::try_from_secs_f64(secs).ok())
             .flatten()
     };
-    if let Some(ms) = header("retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
-        if let Some(d) = positive(ms / 1000.0) {
-            return Some(d);
-        }
+    if let Some(ms) = header("retry-after-ms").and_then(|v| v.parse::<f64>().ok())
+        && let Some(d) = positive(ms / 1000.0)
+    {
+        return Some(d);
     }
     let value = header("retry-after")?;
     if let Ok(secs) = value.parse::<f64>() {

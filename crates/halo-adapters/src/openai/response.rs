@@ -192,10 +192,10 @@ pub(crate) fn parse(body: &[u8]) -> Result<ModelResponse, ModelError> {
             .collect(),
         None => String::new(),
     };
-    if text.is_empty() {
-        if let Some(refusal) = wire.refusal.filter(|r| !r.is_empty()) {
-            text = refusal;
-        }
+    if text.is_empty()
+        && let Some(refusal) = wire.refusal.filter(|r| !r.is_empty())
+    {
+        text = refusal;
     }
 
     let reasoning_text = wire

@@ -1380,16 +1380,30 @@ impl std::io::Write for Captured {
     }
 }
 
+/// The process-wide log capture. A global subscriber, not a scoped one: with a scoped
+/// (`set_default`) subscriber, a test thread without one can hit a callsite first and cache
+/// its interest as "never" for the whole process (tokio-rs/tracing#3611), which made this
+/// test fail in about 2 of 3 runs while the local-model tests loaded the CPU.
+fn captured_logs() -> Captured {
+    static LOGS: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("halo_adapters=trace"))
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::set_global_default(subscriber)
+            .expect("no other test sets a global subscriber");
+        captured
+    })
+    .clone()
+}
+
 #[tokio::test]
 async fn logs_show_sizes_and_retries_but_never_the_key() {
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let captured = captured_logs();
 
     let fake = FakeChat::start([
         error_response(

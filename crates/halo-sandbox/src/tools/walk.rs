@@ -73,10 +73,8 @@ fn outer_ignores(shared: &Shared, base: &SandboxPath) -> Vec<Gitignore> {
                 }
             }
         }
-        if any {
-            if let Ok(gi) = builder.build() {
-                out.push(gi);
-            }
+        if any && let Ok(gi) = builder.build() {
+            out.push(gi);
         }
     }
     out

@@ -63,13 +63,13 @@ fn write(shared: &Shared, args: &WriteArgs) -> Result<String, SandboxError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(path.io_error("write", e)),
     }
-    if let Some(parent) = path.rel.parent() {
-        if !parent.as_os_str().is_empty() {
-            shared
-                .dir
-                .create_dir_all(parent)
-                .map_err(|e| path.io_error("create the parent folders of", e))?;
-        }
+    if let Some(parent) = path.rel.parent()
+        && !parent.as_os_str().is_empty()
+    {
+        shared
+            .dir
+            .create_dir_all(parent)
+            .map_err(|e| path.io_error("create the parent folders of", e))?;
     }
     shared
         .dir
