@@ -1,8 +1,9 @@
 //! `cargo xtask ci`: the single CI recipe, run by `.ci/run` and `.github/workflows/ci.yml`.
 //!
-//! fmt check → clippy `-D warnings` (all targets, all features) → tests (nextest when
-//! present) → doctests → `cargo doc` with `-D warnings` → tidy. Tests of the embedded model
-//! need its build prerequisites and the model file, so those are set up first.
+//! tidy → fmt check → clippy `-D warnings` (all targets, all features) → doctests → tests
+//! (nextest when present; last, so its summary is the run's closing test line) → `cargo doc`
+//! with `-D warnings`. The embedded-model tests need its build prerequisites and the model
+//! file, so those are set up first.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -77,6 +78,9 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         eprintln!("model: {}", path.display());
         Ok(())
     })?;
+    step("doctests", || {
+        run_cmd(Command::new("cargo").args(["test", "--workspace", "--all-features", "--doc"]))
+    })?;
     step("tests", || {
         if has_nextest() {
             run_cmd(Command::new("cargo").args([
@@ -97,9 +101,6 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
                 "--tests",
             ]))
         }
-    })?;
-    step("doctests", || {
-        run_cmd(Command::new("cargo").args(["test", "--workspace", "--all-features", "--doc"]))
     })?;
     step("docs", || {
         run_cmd(

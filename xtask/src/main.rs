@@ -73,6 +73,24 @@ pub fn run_cmd(cmd: &mut std::process::Command) -> anyhow::Result<()> {
             .join(" ")
     );
     eprintln!("$ {shown}");
+    // `cargo run` gave this process the xtask package's CARGO_PKG_* variables. Passed on,
+    // they change the environment that build scripts with `rerun-if-env-changed` (ring's)
+    // are fingerprinted with, and the whole TLS stack rebuilds for nothing.
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if key.starts_with("CARGO_PKG_")
+            || [
+                "CARGO_MANIFEST_DIR",
+                "CARGO_MANIFEST_PATH",
+                "CARGO_CRATE_NAME",
+                "CARGO_BIN_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+            ]
+            .contains(&key.as_ref())
+        {
+            cmd.env_remove(key.as_ref());
+        }
+    }
     let status = cmd
         .current_dir(root())
         .status()
