@@ -478,6 +478,9 @@ impl HaloAgent {
             format!("{:?}", response.finish_reason),
         );
         run_stats.record(&response.usage);
+        // The model call is over: close its span before the tools run, so its duration is
+        // the call's alone.
+        drop(chat_span);
 
         let mut results = Vec::with_capacity(response.message.tool_calls.len());
         for call in &response.message.tool_calls {

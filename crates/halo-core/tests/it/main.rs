@@ -2,3 +2,4 @@
 
 mod agent_loop;
 mod send_and_object_safety;
+mod tracing_spans;
