@@ -33,6 +33,7 @@ const CORE_ALLOWED_DEPS: &[&str] = &[
     "sha2",
     "tracing",
     "futures",
+    "async-stream",
 ];
 
 /// Crates that must never appear in halo-core's normal dependency graph.

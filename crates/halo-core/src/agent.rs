@@ -11,13 +11,15 @@
 
 use std::sync::Arc;
 
+use futures::{Stream, StreamExt as _};
 use tracing::{Instrument, field::Empty};
 
 use crate::error::HaloError;
 use crate::log::{DEFAULT_LOG_CAPACITY, MessageLog};
 use crate::message::{AssistantMessage, Message, ToolCall, ToolResult};
 use crate::model::{
-    DynModelAdapter, FinishReason, GenerationOptions, ModelRequest, SharedModel, Usage,
+    DynModelAdapter, FinishReason, GenerationOptions, ModelError, ModelRequest, ModelResponse,
+    ModelStreamEvent, SharedModel, Usage,
 };
 use crate::prefix::{Fingerprint, SkillMeta, StablePrefix};
 use crate::tool::{DynTool, ToolRegistry};
@@ -77,18 +79,6 @@ impl AgentStats {
             _ => self.calls_without_cache_info += 1,
         }
     }
-
-    fn add(&mut self, other: &AgentStats) {
-        self.steps += other.steps;
-        self.input_tokens += other.input_tokens;
-        self.output_tokens += other.output_tokens;
-        self.cache_read_tokens += other.cache_read_tokens;
-        self.cache_write_tokens += other.cache_write_tokens;
-        self.cache_reported_input_tokens += other.cache_reported_input_tokens;
-        self.calls_without_cache_info += other.calls_without_cache_info;
-        self.prefix_fingerprint_changes += other.prefix_fingerprint_changes;
-        self.tool_calls += other.tool_calls;
-    }
 }
 
 /// One model call of a run and the tool calls it led to.
@@ -122,6 +112,46 @@ impl GenerateTextResult {
     pub fn finish_reason(&self) -> Option<&FinishReason> {
         self.steps.last().map(|s| &s.finish_reason)
     }
+}
+
+/// One event of a streamed agent run ([`HaloAgent::stream_text`]), in this order per step:
+/// `StepStart`, deltas as the model streams (text, reasoning, tool-call starts and argument
+/// pieces), the complete `ToolCall`s, one `ToolResult` per call as each tool finishes, then
+/// `StepFinish`. The run ends with `Finish`.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum AgentEvent {
+    /// A model call begins (`step` counts from 1).
+    StepStart {
+        /// The step's number.
+        step: usize,
+    },
+    /// A piece of answer text.
+    TextDelta(String),
+    /// A piece of reasoning text.
+    ReasoningDelta(String),
+    /// The model began a tool call.
+    ToolCallStart {
+        /// The call's id.
+        id: String,
+        /// The tool's name.
+        name: String,
+    },
+    /// The next piece of a tool call's argument string.
+    ToolCallDelta {
+        /// The call's id.
+        id: String,
+        /// The piece.
+        arguments: String,
+    },
+    /// A complete tool call, about to run (its arguments are parsed once, here).
+    ToolCall(ToolCall),
+    /// A tool finished; the model reads this result in the next step.
+    ToolResult(ToolResult),
+    /// A step is complete and logged: its turn, finish reason, usage and results.
+    StepFinish(Box<StepResult>),
+    /// The run is complete: the same value [`HaloAgent::generate_text`] returns.
+    Finish(Box<GenerateTextResult>),
 }
 
 /// Builds a [`HaloAgent`].
@@ -335,6 +365,10 @@ impl HaloAgent {
 
     /// Runs the tool loop on a new user message until the model answers without tool calls.
     ///
+    /// Each step calls [`ModelAdapter::generate`](crate::ModelAdapter::generate) (not the
+    /// streaming endpoint); [`stream_text`](Self::stream_text) is the streaming twin and
+    /// leaves the same log.
+    ///
     /// # Errors
     /// - [`HaloError::Model`] when a model call fails; the log keeps the input and every
     ///   step completed before the failure.
@@ -351,6 +385,58 @@ impl HaloAgent {
         &mut self,
         input: impl Into<String>,
     ) -> Result<GenerateTextResult, HaloError> {
+        let mut run = std::pin::pin!(self.run(input.into(), false));
+        while let Some(event) = run.next().await {
+            if let AgentEvent::Finish(result) = event? {
+                return Ok(*result);
+            }
+        }
+        // The run stream always ends with `Finish` or an error.
+        Err(HaloError::Model(ModelError::Other(
+            "the run ended without a result".into(),
+        )))
+    }
+
+    /// Runs the tool loop on a new user message, streaming: model calls go through
+    /// [`ModelAdapter::stream`](crate::ModelAdapter::stream) and every delta, tool call,
+    /// tool result and step is an [`AgentEvent`]. The stream ends after
+    /// [`AgentEvent::Finish`], or with one `Err` item (the errors of
+    /// [`generate_text`](Self::generate_text)).
+    ///
+    /// ```
+    /// # use halo_core::{AgentEvent, HaloAgent, testing::ScriptedModel};
+    /// # use futures::StreamExt;
+    /// # futures::executor::block_on(async {
+    /// let mut agent = HaloAgent::builder(ScriptedModel::new().text("Hello!")).build();
+    /// let mut text = String::new();
+    /// let mut events = std::pin::pin!(agent.stream_text("Hi"));
+    /// while let Some(event) = events.next().await {
+    ///     if let AgentEvent::TextDelta(delta) = event.unwrap() {
+    ///         text.push_str(&delta);
+    ///     }
+    /// }
+    /// assert_eq!(text, "Hello!");
+    /// # });
+    /// ```
+    ///
+    /// # Cancel safety
+    /// Dropping the stream stops the run at once: the model call or running tool futures are
+    /// dropped, and the log keeps only complete steps (an assistant turn enters it together
+    /// with all its tool results, after the tools ran). To stop on a signal, end the stream
+    /// with `futures::StreamExt::take_until(stream, signal)`.
+    pub fn stream_text(
+        &mut self,
+        input: impl Into<String>,
+    ) -> impl Stream<Item = Result<AgentEvent, HaloError>> + Send + '_ {
+        self.run(input.into(), true)
+    }
+
+    /// The tool loop as a stream of events; `streaming` picks the model's streaming call.
+    fn run(
+        &mut self,
+        input: String,
+        streaming: bool,
+    ) -> impl Stream<Item = Result<AgentEvent, HaloError>> + Send + '_ {
         let span = tracing::info_span!(
             "invoke_agent",
             "gen_ai.operation.name" = "invoke_agent",
@@ -362,142 +448,121 @@ impl HaloAgent {
             "gen_ai.usage.cache_read.input_tokens" = Empty,
             "halo.steps" = Empty,
         );
-        let input = input.into();
-        async move {
+        let events = async_stream::try_stream! {
             self.log.push(Message::user(input));
-            let outcome = self.run_loop().await;
-            let stats = match &outcome {
-                Ok(r) => r.stats,
-                Err(HaloError::MaxStepsReached { partial, .. }) => partial.stats,
-                Err(_) => AgentStats::default(),
-            };
-            let span = tracing::Span::current();
-            span.record("gen_ai.usage.input_tokens", stats.input_tokens);
-            span.record("gen_ai.usage.output_tokens", stats.output_tokens);
-            span.record(
-                "gen_ai.usage.cache_read.input_tokens",
-                stats.cache_read_tokens,
-            );
-            span.record("halo.steps", stats.steps);
-            outcome
-        }
-        .instrument(span)
-        .await
-    }
-
-    async fn run_loop(&mut self) -> Result<GenerateTextResult, HaloError> {
-        let mut run_stats = AgentStats::default();
-        let mut steps = Vec::new();
-        let result = loop {
-            if steps.len() >= self.max_steps {
-                let text = steps
-                    .last()
-                    .map(|s: &StepResult| s.message.text.clone())
-                    .unwrap_or_default();
-                break Err(HaloError::MaxStepsReached {
-                    max_steps: self.max_steps,
-                    partial: Box::new(GenerateTextResult {
-                        text,
-                        steps,
-                        stats: run_stats,
-                    }),
-                });
-            }
-            let step_span = tracing::info_span!("step", "halo.step" = steps.len() + 1);
-            let step = self.step(&mut run_stats).instrument(step_span).await;
-            match step {
-                Ok(step) => {
-                    let done = step.message.tool_calls.is_empty();
-                    steps.push(step);
-                    if done {
-                        let text = steps
-                            .last()
-                            .map(|s| s.message.text.clone())
-                            .unwrap_or_default();
-                        break Ok(GenerateTextResult {
-                            text,
-                            steps,
-                            stats: run_stats,
-                        });
-                    }
+            let mut run_stats = AgentStats::default();
+            let mut steps: Vec<StepResult> = Vec::new();
+            loop {
+                record_run(&run_stats);
+                if steps.len() >= self.max_steps {
+                    let text = steps.last().map(|s| s.message.text.clone()).unwrap_or_default();
+                    Err(HaloError::MaxStepsReached {
+                        max_steps: self.max_steps,
+                        partial: Box::new(GenerateTextResult { text, steps: steps.clone(), stats: run_stats }),
+                    })?;
                 }
-                Err(e) => break Err(e),
+                let step_no = steps.len() + 1;
+                yield AgentEvent::StepStart { step: step_no };
+
+                let fingerprint = self.prefix.fingerprint();
+                if self.last_fingerprint.is_some_and(|last| last != fingerprint) {
+                    run_stats.prefix_fingerprint_changes += 1;
+                    self.stats.prefix_fingerprint_changes += 1;
+                    tracing::info!(
+                        "halo.prefix.fingerprint" = %fingerprint,
+                        "the stable prefix changed: expect one prompt-cache miss"
+                    );
+                }
+                self.last_fingerprint = Some(fingerprint);
+
+                let history = self.log.to_vec();
+                let step_span = tracing::info_span!("step", "halo.step" = step_no);
+                let chat_span = chat_span(&*self.model, &step_span);
+                let request = ModelRequest {
+                    prefix: &self.prefix,
+                    history: &history,
+                    options: &self.options,
+                    session_id: self.session_id.as_deref(),
+                };
+                let response = if streaming {
+                    let mut model_events = self.model.stream_boxed(request);
+                    let mut ids: Vec<String> = Vec::new();
+                    let mut finished = None;
+                    while let Some(event) = model_events.next().instrument(chat_span.clone()).await {
+                        match event.inspect_err(|e| warn_failed(&chat_span, e))? {
+                            ModelStreamEvent::TextDelta(delta) => yield AgentEvent::TextDelta(delta),
+                            ModelStreamEvent::ReasoningDelta(delta) => yield AgentEvent::ReasoningDelta(delta),
+                            ModelStreamEvent::ToolCallStart { index, id, name } => {
+                                if ids.len() <= index {
+                                    ids.resize(index + 1, String::new());
+                                }
+                                ids[index] = id.clone();
+                                yield AgentEvent::ToolCallStart { id, name };
+                            }
+                            ModelStreamEvent::ToolCallDelta { index, arguments } => {
+                                let id = ids.get(index).cloned().unwrap_or_default();
+                                yield AgentEvent::ToolCallDelta { id, arguments };
+                            }
+                            ModelStreamEvent::Finish(response) => {
+                                finished = Some(response);
+                                break;
+                            }
+                        }
+                    }
+                    finished.ok_or_else(|| {
+                        let e = ModelError::Truncated("the model's stream ended before its final event".into());
+                        warn_failed(&chat_span, &e);
+                        e
+                    })?
+                } else {
+                    self.model
+                        .generate_boxed(request)
+                        .instrument(chat_span.clone())
+                        .await
+                        .inspect_err(|e| warn_failed(&chat_span, e))?
+                };
+                record_response(&chat_span, &response);
+                // The model call is over: close its span before the tools run, so its
+                // duration is the call's alone.
+                drop(chat_span);
+                run_stats.record(&response.usage);
+                self.stats.record(&response.usage);
+
+                for call in &response.message.tool_calls {
+                    yield AgentEvent::ToolCall(call.clone());
+                }
+                let mut results = Vec::with_capacity(response.message.tool_calls.len());
+                for call in &response.message.tool_calls {
+                    let result = self.run_tool(call).instrument(step_span.clone()).await?;
+                    run_stats.tool_calls += 1;
+                    self.stats.tool_calls += 1;
+                    yield AgentEvent::ToolResult(result.clone());
+                    results.push(result);
+                }
+                self.log.push_step(
+                    Message::Assistant(response.message.clone()),
+                    results.iter().cloned().map(Message::Tool),
+                );
+                let step = StepResult {
+                    message: response.message,
+                    finish_reason: response.finish_reason,
+                    usage: response.usage,
+                    tool_results: results,
+                    prefix_fingerprint: fingerprint,
+                };
+                let done = step.message.tool_calls.is_empty();
+                drop(step_span);
+                yield AgentEvent::StepFinish(Box::new(step.clone()));
+                steps.push(step);
+                if done {
+                    record_run(&run_stats);
+                    let text = steps.last().map(|s| s.message.text.clone()).unwrap_or_default();
+                    yield AgentEvent::Finish(Box::new(GenerateTextResult { text, steps, stats: run_stats }));
+                    break;
+                }
             }
         };
-        self.stats.add(&run_stats);
-        result
-    }
-
-    /// One model call and its tool calls. The assistant turn and the results are logged
-    /// together at the end, or not at all.
-    async fn step(&mut self, run_stats: &mut AgentStats) -> Result<StepResult, HaloError> {
-        let fingerprint = self.prefix.fingerprint();
-        if self
-            .last_fingerprint
-            .is_some_and(|last| last != fingerprint)
-        {
-            run_stats.prefix_fingerprint_changes += 1;
-            tracing::info!(
-                "halo.prefix.fingerprint" = %fingerprint,
-                "the stable prefix changed: expect one prompt-cache miss"
-            );
-        }
-        self.last_fingerprint = Some(fingerprint);
-
-        let history = self.log.to_vec();
-        let request = ModelRequest {
-            prefix: &self.prefix,
-            history: &history,
-            options: &self.options,
-            session_id: self.session_id.as_deref(),
-        };
-        let chat_span = tracing::info_span!(
-            "chat",
-            "gen_ai.operation.name" = "chat",
-            "gen_ai.system" = self.model.provider(),
-            "gen_ai.request.model" = self.model.model_name(),
-            "gen_ai.response.model" = Empty,
-            "gen_ai.response.finish_reasons" = Empty,
-            "gen_ai.usage.input_tokens" = Empty,
-            "gen_ai.usage.output_tokens" = Empty,
-            "gen_ai.usage.cache_read.input_tokens" = Empty,
-            "gen_ai.usage.cache_creation.input_tokens" = Empty,
-        );
-        let response = self
-            .model
-            .generate_boxed(request)
-            .instrument(chat_span.clone())
-            .await
-            .inspect_err(|e| tracing::warn!(parent: &chat_span, error = %e, "model call failed"))?;
-        record_usage(&chat_span, &response.usage);
-        if let Some(m) = &response.model {
-            chat_span.record("gen_ai.response.model", m.as_str());
-        }
-        chat_span.record(
-            "gen_ai.response.finish_reasons",
-            format!("{:?}", response.finish_reason),
-        );
-        run_stats.record(&response.usage);
-        // The model call is over: close its span before the tools run, so its duration is
-        // the call's alone.
-        drop(chat_span);
-
-        let mut results = Vec::with_capacity(response.message.tool_calls.len());
-        for call in &response.message.tool_calls {
-            results.push(self.run_tool(call).await?);
-            run_stats.tool_calls += 1;
-        }
-        self.log.push_step(
-            Message::Assistant(response.message.clone()),
-            results.iter().cloned().map(Message::Tool),
-        );
-        Ok(StepResult {
-            message: response.message,
-            finish_reason: response.finish_reason,
-            usage: response.usage,
-            tool_results: results,
-            prefix_fingerprint: fingerprint,
-        })
+        instrument_stream(events, span)
     }
 
     async fn run_tool(&self, call: &ToolCall) -> Result<ToolResult, HaloError> {
@@ -520,6 +585,61 @@ impl HaloAgent {
             }),
         }
     }
+}
+
+/// Polls `stream` inside `span`, as `Instrument` does for a future.
+fn instrument_stream<S: Stream + Send>(
+    stream: S,
+    span: tracing::Span,
+) -> impl Stream<Item = S::Item> + Send {
+    let mut stream = Box::pin(stream);
+    futures::stream::poll_fn(move |cx| {
+        let _entered = span.enter();
+        stream.as_mut().poll_next(cx)
+    })
+}
+
+fn chat_span(model: &dyn DynModelAdapter, step: &tracing::Span) -> tracing::Span {
+    tracing::info_span!(
+        parent: step,
+        "chat",
+        "gen_ai.operation.name" = "chat",
+        "gen_ai.system" = model.provider(),
+        "gen_ai.request.model" = model.model_name(),
+        "gen_ai.response.model" = Empty,
+        "gen_ai.response.finish_reasons" = Empty,
+        "gen_ai.usage.input_tokens" = Empty,
+        "gen_ai.usage.output_tokens" = Empty,
+        "gen_ai.usage.cache_read.input_tokens" = Empty,
+        "gen_ai.usage.cache_creation.input_tokens" = Empty,
+    )
+}
+
+fn warn_failed(span: &tracing::Span, error: &ModelError) {
+    tracing::warn!(parent: span, error = %error, "model call failed");
+}
+
+/// Records the run's totals on the current (`invoke_agent`) span.
+fn record_run(stats: &AgentStats) {
+    let span = tracing::Span::current();
+    span.record("gen_ai.usage.input_tokens", stats.input_tokens);
+    span.record("gen_ai.usage.output_tokens", stats.output_tokens);
+    span.record(
+        "gen_ai.usage.cache_read.input_tokens",
+        stats.cache_read_tokens,
+    );
+    span.record("halo.steps", stats.steps);
+}
+
+fn record_response(span: &tracing::Span, response: &ModelResponse) {
+    if let Some(m) = &response.model {
+        span.record("gen_ai.response.model", m.as_str());
+    }
+    span.record(
+        "gen_ai.response.finish_reasons",
+        format!("{:?}", response.finish_reason),
+    );
+    record_usage(span, &response.usage);
 }
 
 fn record_usage(span: &tracing::Span, usage: &Usage) {

@@ -52,13 +52,15 @@ pub mod prefix;
 pub mod testing;
 pub mod tool;
 
-pub use agent::{AgentStats, GenerateTextResult, HaloAgent, HaloAgentBuilder, StepResult};
+pub use agent::{
+    AgentEvent, AgentStats, GenerateTextResult, HaloAgent, HaloAgentBuilder, StepResult,
+};
 pub use error::HaloError;
 pub use log::MessageLog;
 pub use message::{AssistantMessage, ContentPart, Message, Reasoning, ToolCall, ToolResult};
 pub use model::{
-    DynModelAdapter, FinishReason, GenerationOptions, ModelAdapter, ModelError, ModelRequest,
-    ModelResponse, ResponseFormat, SharedModel, ToolChoice, Usage,
+    DynModelAdapter, FinishReason, GenerationOptions, ModelAdapter, ModelError, ModelEventStream,
+    ModelRequest, ModelResponse, ModelStreamEvent, ResponseFormat, SharedModel, ToolChoice, Usage,
 };
 pub use prefix::{Fingerprint, PrefixError, SkillMeta, StablePrefix, ToolSpec};
 pub use tool::{DynTool, NoArgs, Tool, ToolError, ToolOutput, ToolRegistry};

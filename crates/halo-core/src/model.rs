@@ -10,7 +10,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt as _;
 use futures::future::BoxFuture;
+use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 
 use crate::message::{AssistantMessage, Message};
@@ -208,6 +210,10 @@ pub enum ModelError {
     /// The connection failed or timed out before a response. Retryable.
     #[error("transport error: {0}")]
     Transport(String),
+    /// A streamed response ended before it was complete (the connection dropped, or the
+    /// stream closed without its final event). Retryable; nothing of it was kept.
+    #[error("the response stream was cut off: {0}; try again")]
+    Truncated(String),
     /// The provider answered with something that is not its documented format.
     #[error("invalid response from the provider: {0}")]
     InvalidResponse(String),
@@ -234,7 +240,10 @@ impl ModelError {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            ModelError::RateLimited { .. } | ModelError::Server { .. } | ModelError::Transport(_)
+            ModelError::RateLimited { .. }
+                | ModelError::Server { .. }
+                | ModelError::Transport(_)
+                | ModelError::Truncated(_)
         )
     }
 
@@ -283,7 +292,92 @@ pub trait ModelAdapter: Send + Sync {
         &self,
         request: ModelRequest<'_>,
     ) -> impl Future<Output = Result<ModelResponse, ModelError>> + Send;
+
+    /// Runs one model call, streaming: deltas as they arrive, then exactly one
+    /// [`ModelStreamEvent::Finish`] with the assembled response. See [`ModelEventStream`] for
+    /// the contract.
+    ///
+    /// The default calls [`generate`](Self::generate) and yields its text and reasoning as
+    /// single deltas, each tool call as a start and one arguments delta, then the finish;
+    /// adapters with a streaming endpoint override it.
+    ///
+    /// # Cancel safety
+    /// Dropping the stream abandons the call; nothing is written anywhere.
+    fn stream<'a>(&'a self, request: ModelRequest<'a>) -> ModelEventStream<'a> {
+        Box::pin(
+            futures::stream::once(self.generate(request))
+                .map(|result| match result {
+                    Ok(response) => {
+                        futures::stream::iter(response_events(response).map(Ok)).left_stream()
+                    }
+                    Err(e) => futures::stream::once(futures::future::ready(Err(e))).right_stream(),
+                })
+                .flatten(),
+        )
+    }
 }
+
+/// The events a non-streaming response amounts to: its text and reasoning as one delta each,
+/// each tool call as a start and one arguments delta, then the finish.
+pub fn response_events(response: ModelResponse) -> impl Iterator<Item = ModelStreamEvent> {
+    let mut events = Vec::new();
+    if let Some(r) = response.message.reasoning_text().filter(|r| !r.is_empty()) {
+        events.push(ModelStreamEvent::ReasoningDelta(r));
+    }
+    if !response.message.text.is_empty() {
+        events.push(ModelStreamEvent::TextDelta(response.message.text.clone()));
+    }
+    for (index, call) in response.message.tool_calls.iter().enumerate() {
+        events.push(ModelStreamEvent::ToolCallStart {
+            index,
+            id: call.id.clone(),
+            name: call.name.clone(),
+        });
+        if !call.raw_arguments.is_empty() {
+            events.push(ModelStreamEvent::ToolCallDelta {
+                index,
+                arguments: call.raw_arguments.clone(),
+            });
+        }
+    }
+    events.push(ModelStreamEvent::Finish(response));
+    events.into_iter()
+}
+
+/// One event of a streamed model call.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ModelStreamEvent {
+    /// A piece of the answer text.
+    TextDelta(String),
+    /// A piece of reasoning text.
+    ReasoningDelta(String),
+    /// A tool call began. `index` is its position in the turn (0-based).
+    ToolCallStart {
+        /// Position of the call in the turn.
+        index: usize,
+        /// The call's id.
+        id: String,
+        /// The tool's name.
+        name: String,
+    },
+    /// More of a tool call's argument string (any split, even inside a UTF-8 sequence's
+    /// JSON escape; only the concatenation is meaningful).
+    ToolCallDelta {
+        /// Position of the call in the turn.
+        index: usize,
+        /// The next piece of the argument string.
+        arguments: String,
+    },
+    /// The call is complete: the assembled turn (its text and calls equal to the deltas'
+    /// concatenation), the finish reason and the usage. Always the last event.
+    Finish(ModelResponse),
+}
+
+/// A streamed model call: zero or more deltas, then exactly one [`ModelStreamEvent::Finish`].
+/// An `Err` item ends the stream. A stream that ends without `Finish` was cut off; the agent
+/// reports [`ModelError::Truncated`] and runs none of its tool calls.
+pub type ModelEventStream<'a> = BoxStream<'a, Result<ModelStreamEvent, ModelError>>;
 
 /// Object-safe twin of [`ModelAdapter`], implemented for every `ModelAdapter`.
 pub trait DynModelAdapter: Send + Sync {
@@ -296,6 +390,8 @@ pub trait DynModelAdapter: Send + Sync {
         &'a self,
         request: ModelRequest<'a>,
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>>;
+    /// See [`ModelAdapter::stream`].
+    fn stream_boxed<'a>(&'a self, request: ModelRequest<'a>) -> ModelEventStream<'a>;
 }
 
 impl<M: ModelAdapter> DynModelAdapter for M {
@@ -311,6 +407,9 @@ impl<M: ModelAdapter> DynModelAdapter for M {
     ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
         Box::pin(self.generate(request))
     }
+    fn stream_boxed<'a>(&'a self, request: ModelRequest<'a>) -> ModelEventStream<'a> {
+        self.stream(request)
+    }
 }
 
 impl<M: ModelAdapter + ?Sized> ModelAdapter for Arc<M> {
@@ -325,6 +424,9 @@ impl<M: ModelAdapter + ?Sized> ModelAdapter for Arc<M> {
         request: ModelRequest<'_>,
     ) -> impl Future<Output = Result<ModelResponse, ModelError>> + Send {
         (**self).generate(request)
+    }
+    fn stream<'a>(&'a self, request: ModelRequest<'a>) -> ModelEventStream<'a> {
+        (**self).stream(request)
     }
 }
 

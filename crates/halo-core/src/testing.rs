@@ -20,7 +20,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::message::{AssistantMessage, Message, ToolCall};
 use crate::model::{
-    FinishReason, GenerationOptions, ModelAdapter, ModelError, ModelRequest, ModelResponse, Usage,
+    FinishReason, GenerationOptions, ModelAdapter, ModelError, ModelEventStream, ModelRequest,
+    ModelResponse, ModelStreamEvent, Usage, response_events,
 };
 use crate::prefix::Fingerprint;
 
@@ -39,9 +40,15 @@ pub struct RecordedRequest {
     pub options: GenerationOptions,
 }
 
+#[derive(Debug)]
+enum Step {
+    Response(Result<ModelResponse, ModelError>),
+    Events(Vec<Result<ModelStreamEvent, ModelError>>),
+}
+
 #[derive(Debug, Default)]
 struct State {
-    steps: VecDeque<Result<ModelResponse, ModelError>>,
+    steps: VecDeque<Step>,
     requests: Vec<RecordedRequest>,
     next_call_id: u64,
 }
@@ -65,7 +72,7 @@ impl ScriptedModel {
 
     /// Appends a full response.
     pub fn respond(self, response: ModelResponse) -> Self {
-        self.lock().steps.push_back(Ok(response));
+        self.lock().steps.push_back(Step::Response(Ok(response)));
         self
     }
 
@@ -117,7 +124,16 @@ impl ScriptedModel {
 
     /// Appends an error.
     pub fn error(self, error: ModelError) -> Self {
-        self.lock().steps.push_back(Err(error));
+        self.lock().steps.push_back(Step::Response(Err(error)));
+        self
+    }
+
+    /// Appends a step given as the exact events [`ModelAdapter::stream`] yields, to script
+    /// split deltas, a stream cut before its `Finish`, or an error mid-stream. Through
+    /// [`ModelAdapter::generate`] the step answers with its `Finish` response, or with the
+    /// first error, or [`ModelError::Truncated`] when it has neither.
+    pub fn events(self, events: Vec<Result<ModelStreamEvent, ModelError>>) -> Self {
+        self.lock().steps.push_back(Step::Events(events));
         self
     }
 
@@ -139,16 +155,8 @@ impl ScriptedModel {
     }
 }
 
-impl ModelAdapter for ScriptedModel {
-    fn provider(&self) -> &str {
-        "scripted"
-    }
-
-    fn model_name(&self) -> &str {
-        "scripted"
-    }
-
-    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+impl ScriptedModel {
+    fn next_step(&self, request: &ModelRequest<'_>) -> Step {
         let mut st = self.lock();
         st.requests.push(RecordedRequest {
             prefix_bytes: request.prefix.canonical_bytes(),
@@ -163,9 +171,45 @@ impl ModelAdapter for ScriptedModel {
             options: request.options.clone(),
         });
         st.steps.pop_front().unwrap_or_else(|| {
-            Err(ModelError::Other(
+            Step::Response(Err(ModelError::Other(
                 "the scripted model has no steps left; add more to the script".into(),
-            ))
+            )))
         })
+    }
+}
+
+impl ModelAdapter for ScriptedModel {
+    fn provider(&self) -> &str {
+        "scripted"
+    }
+
+    fn model_name(&self) -> &str {
+        "scripted"
+    }
+
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        match self.next_step(&request) {
+            Step::Response(r) => r,
+            Step::Events(events) => {
+                for event in events {
+                    match event? {
+                        ModelStreamEvent::Finish(response) => return Ok(response),
+                        _ => continue,
+                    }
+                }
+                Err(ModelError::Truncated(
+                    "the scripted stream has no finish event".into(),
+                ))
+            }
+        }
+    }
+
+    fn stream<'a>(&'a self, request: ModelRequest<'a>) -> ModelEventStream<'a> {
+        let events: Vec<Result<ModelStreamEvent, ModelError>> = match self.next_step(&request) {
+            Step::Response(Ok(response)) => response_events(response).map(Ok).collect(),
+            Step::Response(Err(e)) => vec![Err(e)],
+            Step::Events(events) => events,
+        };
+        Box::pin(futures::stream::iter(events))
     }
 }

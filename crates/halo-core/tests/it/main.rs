@@ -2,4 +2,5 @@
 
 mod agent_loop;
 mod send_and_object_safety;
+mod streaming;
 mod tracing_spans;

@@ -17,6 +17,12 @@ fn generate_text_future_is_send(agent: &mut HaloAgent) {
     assert_send(&fut);
 }
 
+#[allow(dead_code)]
+fn stream_text_is_send(agent: &mut HaloAgent) {
+    let stream = agent.stream_text("hi");
+    assert_send(&stream);
+}
+
 #[test]
 fn agent_is_send_and_sync() {
     fn check<T: Send + Sync>() {}
