@@ -90,7 +90,8 @@ use std::time::Instant;
 
 use halo_core::{
     AssistantMessage, FinishReason, GenerationOptions, Message, ModelAdapter, ModelError,
-    ModelRequest, ModelResponse, ResponseFormat, StablePrefix, ToolChoice, Usage,
+    ModelEventStream, ModelRequest, ModelResponse, ModelStreamEvent, ResponseFormat, StablePrefix,
+    ToolChoice, Usage,
 };
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::LlamaContextParams;
@@ -400,6 +401,92 @@ impl ModelAdapter for LocalAdapter {
         self.send(Job::Generate(OwnedRequest::from(request), reply))?;
         answer.await.map_err(|_| stopped())?
     }
+
+    /// Runs one call on the worker thread, streaming answer text token by token. Text that
+    /// may turn out to be a `<tool_call>` block or a stop sequence is held back until it is
+    /// known not to be; tool calls arrive whole, after the text, once decoding has ended.
+    ///
+    /// # Cancel safety
+    /// Dropping the stream stops generation at the next token; the KV cache keeps what was
+    /// evaluated, so the next call stays consistent.
+    fn stream<'a>(&'a self, request: ModelRequest<'a>) -> ModelEventStream<'a> {
+        let (events, receiver) = futures::channel::mpsc::unbounded();
+        match self.send(Job::Stream(OwnedRequest::from(request), events)) {
+            Ok(()) => Box::pin(receiver),
+            Err(e) => Box::pin(futures::stream::once(futures::future::ready(Err(e)))),
+        }
+    }
+}
+
+/// The events that end a streamed call: the text `on_text` did not yet receive, each tool
+/// call as a start and its whole argument string, then the finish.
+fn final_events(response: ModelResponse, streamed: usize) -> Vec<ModelStreamEvent> {
+    let mut events = Vec::new();
+    if let Some(rest) = response
+        .message
+        .text
+        .get(streamed..)
+        .filter(|r| !r.is_empty())
+    {
+        events.push(ModelStreamEvent::TextDelta(rest.to_string()));
+    }
+    for (index, call) in response.message.tool_calls.iter().enumerate() {
+        events.push(ModelStreamEvent::ToolCallStart {
+            index,
+            id: call.id.clone(),
+            name: call.name.clone(),
+        });
+        events.push(ModelStreamEvent::ToolCallDelta {
+            index,
+            arguments: call.raw_arguments.clone(),
+        });
+    }
+    events.push(ModelStreamEvent::Finish(response));
+    events
+}
+
+/// Releases generated answer text as soon as it is certain: never a `<tool_call>` block or
+/// anything after its start, never a tail that could still become the start of that block or
+/// of a stop sequence, never half a UTF-8 character. So what it released is always a prefix
+/// of the call's final text, and the rest can follow at the end.
+#[derive(Debug, Default)]
+struct TextStreamer {
+    /// Bytes of the output released so far.
+    sent: usize,
+    /// A `<tool_call>` block began: nothing more is released until the end.
+    blocked: bool,
+}
+
+impl TextStreamer {
+    fn ready(&mut self, output: &[u8], stops: &[&[u8]]) -> Option<String> {
+        if self.blocked {
+            return None;
+        }
+        let open = prompt::CALL_OPEN.as_bytes();
+        let mut limit = output.len();
+        if let Some(at) = output.windows(open.len()).position(|w| w == open) {
+            limit = at;
+            self.blocked = true;
+        } else {
+            for pattern in stops.iter().copied().chain([open]) {
+                let held = (1..pattern.len())
+                    .rev()
+                    .find(|&k| output.ends_with(&pattern[..k]))
+                    .unwrap_or(0);
+                limit = limit.min(output.len() - held);
+            }
+        }
+        let chunk = output.get(self.sent..limit)?;
+        let valid = match std::str::from_utf8(chunk) {
+            Ok(s) => s.len(),
+            Err(e) => e.valid_up_to(),
+        };
+        if valid == 0 {
+            return None;
+        }
+        self.sent += valid;
+        Some(String::from_utf8_lossy(&chunk[..valid]).into_owned())
+    }
 }
 
 fn stopped() -> ModelError {
@@ -442,6 +529,10 @@ enum Job {
         OwnedRequest,
         oneshot::Sender<Result<ModelResponse, ModelError>>,
     ),
+    Stream(
+        OwnedRequest,
+        futures::channel::mpsc::UnboundedSender<Result<ModelStreamEvent, ModelError>>,
+    ),
     Render(
         OwnedRequest,
         oneshot::Sender<Result<RenderedPrompt, ModelError>>,
@@ -478,8 +569,27 @@ fn worker_main(
     while let Ok(job) = inbox.recv() {
         match job {
             Job::Generate(request, reply) => {
-                let result = guarded(&mut worker, |w| w.generate(&request));
-                let _ = reply.send(result);
+                let result = guarded(&mut worker, |w| w.generate(&request, &mut |_| true));
+                let _ = reply.send(result.map(|(response, _)| response));
+            }
+            Job::Stream(request, events) => {
+                let mut sink = |delta: String| {
+                    events
+                        .unbounded_send(Ok(ModelStreamEvent::TextDelta(delta)))
+                        .is_ok()
+                };
+                match guarded(&mut worker, |w| w.generate(&request, &mut sink)) {
+                    Ok((response, streamed)) => {
+                        for event in final_events(response, streamed) {
+                            if events.unbounded_send(Ok(event)).is_err() {
+                                break;
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        let _ = events.unbounded_send(Err(e));
+                    }
+                }
             }
             Job::Render(request, reply) => {
                 let result = guarded(&mut worker, |w| {
@@ -639,7 +749,14 @@ impl<'m> Worker<'m> {
         Ok((text, tokens))
     }
 
-    fn generate(&mut self, request: &OwnedRequest) -> Result<ModelResponse, ModelError> {
+    /// Runs one call. `on_text` receives answer text as it is generated (see
+    /// [`TextStreamer`]) and returns `false` to stop generating (the consumer is gone).
+    /// Returns the response and how many bytes of its text `on_text` received.
+    fn generate(
+        &mut self,
+        request: &OwnedRequest,
+        on_text: &mut dyn FnMut(String) -> bool,
+    ) -> Result<(ModelResponse, usize), ModelError> {
         let options = &request.options;
         let json_answer = match &options.response_format {
             ResponseFormat::Text => None,
@@ -686,6 +803,7 @@ impl<'m> Worker<'m> {
         let mut output: Vec<u8> = Vec::new();
         let mut generated = 0usize;
         let mut finish = FinishReason::Length;
+        let mut streamer = TextStreamer::default();
         let started = Instant::now();
         loop {
             let token = self.sample(logits_at, grammar.as_mut(), &mut chain)?;
@@ -703,6 +821,11 @@ impl<'m> Worker<'m> {
             if let Some(cut) = stop_at(&output, &stops, constraint.tools_allowed) {
                 output.truncate(cut);
                 finish = FinishReason::Stop;
+                break;
+            }
+            if let Some(delta) = streamer.ready(&output, &stops)
+                && !on_text(delta)
+            {
                 break;
             }
             if generated >= max_new || self.cached.len() >= self.n_ctx as usize {
@@ -745,7 +868,7 @@ impl<'m> Worker<'m> {
         if !parsed.calls.is_empty() {
             finish = FinishReason::ToolCalls;
         }
-        Ok(ModelResponse {
+        let response = ModelResponse {
             message: AssistantMessage {
                 text: parsed.text,
                 reasoning: Vec::new(),
@@ -764,7 +887,8 @@ impl<'m> Worker<'m> {
                     .meta_val_str("general.name")
                     .unwrap_or_else(|_| "local".into()),
             ),
-        })
+        };
+        Ok((response, streamer.sent))
     }
 
     /// Keeps the longest common prefix of `prompt` with the cache (all but at least one
@@ -1000,6 +1124,49 @@ fn stop_at(output: &[u8], stops: &[&[u8]], tools_allowed: bool) -> Option<usize>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Feeds `pieces` one at a time; returns what the streamer released at each step.
+    fn stream_pieces(pieces: &[&[u8]], stops: &[&[u8]]) -> (Vec<String>, usize) {
+        let mut streamer = TextStreamer::default();
+        let mut output = Vec::new();
+        let mut released = Vec::new();
+        for p in pieces {
+            output.extend_from_slice(p);
+            if let Some(d) = streamer.ready(&output, stops) {
+                released.push(d);
+            }
+        }
+        (released, streamer.sent)
+    }
+
+    #[test]
+    fn text_streamer_releases_text_as_it_comes() {
+        let (r, sent) = stream_pieces(&[b"Hel", b"lo", b" world"], &[]);
+        assert_eq!(r, ["Hel", "lo", " world"]);
+        assert_eq!(sent, 11);
+    }
+
+    #[test]
+    fn text_streamer_holds_back_what_may_start_a_tool_call_or_a_stop() {
+        // `<tool` could start `<tool_call>`: held until it can't.
+        let (r, _) = stream_pieces(&[b"a <to", b"ol", b"box"], &[]);
+        assert_eq!(r, ["a ", "<toolbox"]);
+        // Once the block starts, nothing more is released.
+        let (r, sent) = stream_pieces(&[b"x<tool_", b"call>[", b"]</tool_call>after"], &[]);
+        assert_eq!((r, sent), (vec!["x".to_string()], 1));
+        // A partial stop sequence is held (a whole one is cut from the output before the
+        // streamer sees it).
+        let (r, sent) = stream_pieces(&[b"one E", b"N"], &[b"END"]);
+        assert_eq!((r, sent), (vec!["one ".to_string()], 4));
+    }
+
+    #[test]
+    fn text_streamer_never_splits_a_utf8_character() {
+        let euro = "€".as_bytes();
+        let (r, sent) = stream_pieces(&[b"5 ", &euro[..1], &euro[1..], b"!"], &[]);
+        assert_eq!(r, ["5 ", "€", "!"]);
+        assert_eq!(sent, 6);
+    }
     use halo_core::{ToolCall, ToolResult};
 
     #[test]

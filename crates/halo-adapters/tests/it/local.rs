@@ -12,7 +12,8 @@ use halo_adapters::local::{AutoToolChoice, LocalAdapter, LocalConfig, default_mo
 use halo_core::tool::{Tool, ToolError, ToolOutput};
 use halo_core::{
     AssistantMessage, FinishReason, GenerationOptions, HaloAgent, Message, ModelAdapter,
-    ModelError, ModelRequest, StablePrefix, ToolCall, ToolChoice, ToolRegistry, ToolResult,
+    ModelError, ModelRequest, ModelResponse, StablePrefix, ToolCall, ToolChoice, ToolRegistry,
+    ToolResult,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -261,4 +262,96 @@ fn a_file_that_is_not_gguf_is_an_error_not_a_crash() {
         matches!(&err, ModelError::Local(m) if m.contains("cannot load")),
         "{err:?}"
     );
+}
+
+/// Collects a streamed call's text deltas and its finish.
+async fn stream_call(
+    model: &LocalAdapter,
+    prefix: &StablePrefix,
+    history: &[Message],
+    options: &GenerationOptions,
+) -> (Vec<String>, Vec<halo_core::ModelStreamEvent>, ModelResponse) {
+    use futures::StreamExt;
+    let request = ModelRequest {
+        prefix,
+        history,
+        options,
+        session_id: None,
+    };
+    let events: Vec<_> = model.stream(request).collect().await;
+    let mut deltas = Vec::new();
+    let mut others = Vec::new();
+    let mut finish = None;
+    for e in events {
+        match e.expect("no error mid-stream") {
+            halo_core::ModelStreamEvent::TextDelta(d) => deltas.push(d),
+            halo_core::ModelStreamEvent::Finish(r) => finish = Some(r),
+            other => others.push(other),
+        }
+    }
+    (
+        deltas,
+        others,
+        finish.expect("the stream ends with its finish"),
+    )
+}
+
+#[tokio::test]
+async fn streamed_text_arrives_token_by_token_and_adds_up_to_the_answer() {
+    let Some((model, _turn)) = model().await else {
+        return;
+    };
+    let prefix = StablePrefix::new("You are a helpful assistant.");
+    let options = GenerationOptions::default().with_max_tokens(24);
+    let history = [Message::user("Count from one to five in words.")];
+    let (deltas, others, finish) = stream_call(&model, &prefix, &history, &options).await;
+    assert!(others.is_empty(), "{others:?}");
+    assert!(deltas.len() > 3, "several deltas, not one: {deltas:?}");
+    assert_eq!(deltas.concat(), finish.message.text);
+    assert!(
+        finish
+            .usage
+            .output_tokens
+            .is_some_and(|n| n as usize >= deltas.len())
+    );
+    // The same request through `generate` gives the same answer (greedy sampling).
+    let again = model
+        .generate(ModelRequest {
+            prefix: &prefix,
+            history: &history,
+            options: &options,
+            session_id: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(again.message.text, finish.message.text);
+}
+
+#[tokio::test]
+async fn a_streamed_tool_call_arrives_whole_after_the_text() {
+    let Some((model, _turn)) = model().await else {
+        return;
+    };
+    let prefix = prefix_with_read();
+    let options = GenerationOptions::default().with_tool_choice(ToolChoice::Required);
+    let history = [Message::user("What does notes.txt say?")];
+    let (deltas, others, finish) = stream_call(&model, &prefix, &history, &options).await;
+    assert_eq!(deltas.concat(), finish.message.text);
+    assert_eq!(finish.message.tool_calls.len(), others.len() / 2);
+    let call = &finish.message.tool_calls[0];
+    assert_eq!(
+        others[..2],
+        [
+            halo_core::ModelStreamEvent::ToolCallStart {
+                index: 0,
+                id: call.id.clone(),
+                name: "read".into()
+            },
+            halo_core::ModelStreamEvent::ToolCallDelta {
+                index: 0,
+                arguments: call.raw_arguments.clone()
+            },
+        ]
+    );
+    assert_eq!(finish.finish_reason, FinishReason::ToolCalls);
 }
