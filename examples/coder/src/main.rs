@@ -8,18 +8,21 @@
 //! `DEEPSEEK_BASE_URL`, `DEEPSEEK_MODEL`) uses DeepSeek; `OPENAI_API_KEY` (optional
 //! `OPENAI_BASE_URL`, `OPENAI_MODEL`) any OpenAI-compatible server; otherwise the embedded
 //! model (`HALO_MODEL`, or the file `cargo xtask model` fetches). The agent gets the sandbox's
-//! tools (`read`, `write`, `ls`, `glob`, `grep`, `bash`) confined to DIR. Each tool call and
-//! its (shortened) result is printed as it runs, then the answer and a stats line.
+//! tools (`read`, `write`, `ls`, `glob`, `grep`, `bash`) confined to DIR. The run streams
+//! (`HaloAgent::stream_text`): the model's text token by token, each tool call as it is
+//! decided, its (shortened) result, then a stats line.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use futures::future::BoxFuture;
+use std::io::Write as _;
+
+use futures::StreamExt as _;
 use halo_core::{
-    AssistantMessage, DynTool, GenerateTextResult, GenerationOptions, HaloAgent, HaloError,
-    Message, SharedModel, ToolCall, ToolError, ToolOutput, ToolResult, ToolSpec,
+    AgentEvent, AssistantMessage, GenerateTextResult, GenerationOptions, HaloAgent, HaloError,
+    Message, SharedModel, ToolCall, ToolResult,
 };
 use halo_sandbox::ContainerSandbox;
 
@@ -140,32 +143,6 @@ fn local_model() -> anyhow::Result<(SharedModel, String, bool)> {
     )
 }
 
-/// Prints each call and its shortened result as the agent runs it.
-struct Printed(Arc<dyn DynTool>);
-
-impl DynTool for Printed {
-    fn spec(&self) -> ToolSpec {
-        self.0.spec()
-    }
-
-    fn call_json(
-        &self,
-        arguments: serde_json::Value,
-    ) -> BoxFuture<'_, Result<ToolOutput, ToolError>> {
-        let name = self.0.spec().name;
-        println!("→ {name} {}", shorten(&arguments.to_string(), 200));
-        Box::pin(async move {
-            let out = self.0.call_json(arguments).await;
-            match &out {
-                Ok(o) if o.is_error => println!("← {name} (error) {}", shorten(&o.content, 300)),
-                Ok(o) => println!("← {name} {}", shorten(&o.content, 300)),
-                Err(e) => println!("← {name} failed: {}", shorten(&e.to_string(), 300)),
-            }
-            out
-        })
-    }
-}
-
 /// At most `max` characters of `s` on one line, with a note of how much was cut.
 fn shorten(s: &str, max: usize) -> String {
     let flat = s.replace('\n', "⏎");
@@ -236,9 +213,6 @@ async fn main() -> anyhow::Result<()> {
             SMALL_MODEL_TOOLS.join(", ")
         );
     }
-    let tools = tools
-        .into_iter()
-        .map(|t| Arc::new(Printed(t)) as Arc<dyn DynTool>);
     let mut agent = builder.tools(tools)?.build();
     println!(
         "prefix: {} tools, fingerprint {}",
@@ -247,19 +221,54 @@ async fn main() -> anyhow::Result<()> {
     );
 
     let started = Instant::now();
-    match agent.generate_text(args.task).await {
-        Ok(out) => {
-            println!("\nanswer: {}\n", out.text.trim());
-            print_stats(&out, started);
-            Ok(())
+    let mut events = std::pin::pin!(agent.stream_text(args.task));
+    // Whether the current step has printed text (so the next line starts fresh).
+    let mut in_text = false;
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(AgentEvent::TextDelta(delta)) => {
+                if !in_text {
+                    println!();
+                    in_text = true;
+                }
+                print!("{delta}");
+                std::io::stdout().flush()?;
+            }
+            Ok(AgentEvent::ToolCall(call)) => {
+                end_text(&mut in_text);
+                println!("→ {} {}", call.name, shorten(call.replay_arguments(), 200));
+            }
+            Ok(AgentEvent::ToolResult(result)) => {
+                let tag = if result.is_error { " (error)" } else { "" };
+                println!(
+                    "← {}{tag} {}",
+                    result.tool_name,
+                    shorten(&result.content, 300)
+                );
+            }
+            Ok(AgentEvent::StepFinish(_)) => end_text(&mut in_text),
+            Ok(AgentEvent::Finish(out)) => {
+                end_text(&mut in_text);
+                println!();
+                print_stats(&out, started);
+            }
+            Ok(_) => {}
+            Err(HaloError::MaxStepsReached { max_steps, partial }) => {
+                end_text(&mut in_text);
+                println!(
+                    "\nstopped: the model still wanted tools after {max_steps} steps (raise --max-steps)\n"
+                );
+                print_stats(&partial, started);
+            }
+            Err(e) => return Err(e.into()),
         }
-        Err(HaloError::MaxStepsReached { max_steps, partial }) => {
-            println!(
-                "\nstopped: the model still wanted tools after {max_steps} steps (raise --max-steps)\n"
-            );
-            print_stats(&partial, started);
-            Ok(())
-        }
-        Err(e) => Err(e.into()),
+    }
+    Ok(())
+}
+
+/// Ends a line of streamed text, if one is open.
+fn end_text(in_text: &mut bool) {
+    if std::mem::take(in_text) {
+        println!();
     }
 }
