@@ -8,6 +8,7 @@
 mod bench_local;
 mod ci;
 mod demo;
+mod interop;
 mod model;
 mod prereqs;
 
@@ -19,6 +20,7 @@ commands:
   ci                        run every check CI runs (fmt, clippy, tests, doctests, docs, tidy)
   model                     fetch the default GGUF model (SmolLM2-135M-Instruct Q4_1); prints its path
   demo \"TASK\" [--dir DIR]   run the coding agent on TASK in DIR (default: a sample folder)
+  interop                   check halo-stream with the `ai` npm package (node)
   bench <name>              print a benchmark's figures; names: local-cache";
 
 fn main() {
@@ -39,6 +41,7 @@ fn real_main() -> anyhow::Result<()> {
             Ok(())
         }
         Some("demo") => demo::run(rest),
+        Some("interop") => interop::run(),
         Some("bench") => match rest.first().map(String::as_str) {
             Some("local-cache") => bench_local::run(),
             Some(name) => bail!("unknown benchmark `{name}`\n\n{USAGE}"),

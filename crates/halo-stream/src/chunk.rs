@@ -1,0 +1,198 @@
+//! [`UiMessageChunk`]: the parts of the UI Message Stream protocol that Halo sends, and their
+//! SSE framing.
+//!
+//! Field names and values follow `uiMessageChunkSchema` of the `ai` npm package
+//! (`src/ui-message-stream/ui-message-chunks.ts`, checked against `ai` 7.0.173); the frame
+//! format follows its `JsonToSseTransformStream`. See `docs/stream-protocol.md`.
+
+use bytes::Bytes;
+use serde::Serialize;
+use serde_json::Value;
+
+/// The SSE frame that ends every stream: `data: [DONE]\n\n`.
+pub const DONE_FRAME: &[u8] = b"data: [DONE]\n\n";
+
+/// One part ("chunk") of the UI Message Stream protocol, serialized as the JSON object the
+/// `ai` package's schema accepts: `type` first, then the fields in camelCase.
+///
+/// Only the parts Halo produces are here; the protocol has more (sources, files, data parts,
+/// tool approvals), which a client accepts alongside these.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(
+    tag = "type",
+    rename_all = "kebab-case",
+    rename_all_fields = "camelCase"
+)]
+#[non_exhaustive]
+pub enum UiMessageChunk {
+    /// `{"type":"start"}`: the assistant message begins. `messageId` is sent only when set.
+    Start {
+        /// The assistant message's id; the client generates one when absent.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
+    },
+    /// `{"type":"start-step"}`: a model call begins (one per agent step).
+    StartStep,
+    /// `{"type":"text-start","id":..}`: a text part opens.
+    TextStart {
+        /// The part's id, unique within the message.
+        id: String,
+    },
+    /// `{"type":"text-delta","id":..,"delta":..}`: text appended to an open text part.
+    TextDelta {
+        /// The open part's id.
+        id: String,
+        /// The text piece.
+        delta: String,
+    },
+    /// `{"type":"text-end","id":..}`: a text part is complete.
+    TextEnd {
+        /// The part's id.
+        id: String,
+    },
+    /// `{"type":"reasoning-start","id":..}`: a reasoning part opens.
+    ReasoningStart {
+        /// The part's id, unique within the message.
+        id: String,
+    },
+    /// `{"type":"reasoning-delta","id":..,"delta":..}`: reasoning text appended.
+    ReasoningDelta {
+        /// The open part's id.
+        id: String,
+        /// The reasoning piece.
+        delta: String,
+    },
+    /// `{"type":"reasoning-end","id":..}`: a reasoning part is complete.
+    ReasoningEnd {
+        /// The part's id.
+        id: String,
+    },
+    /// `{"type":"tool-input-start","toolCallId":..,"toolName":..}`: the model began a tool
+    /// call; its arguments stream as `tool-input-delta`.
+    ToolInputStart {
+        /// The call's id.
+        tool_call_id: String,
+        /// The tool's name.
+        tool_name: String,
+    },
+    /// `{"type":"tool-input-delta","toolCallId":..,"inputTextDelta":..}`: the next piece of
+    /// the call's JSON argument string.
+    ToolInputDelta {
+        /// The call's id.
+        tool_call_id: String,
+        /// The piece of the argument string.
+        input_text_delta: String,
+    },
+    /// `{"type":"tool-input-available","toolCallId":..,"toolName":..,"input":{..}}`: the call
+    /// is complete, with its parsed arguments.
+    ToolInputAvailable {
+        /// The call's id.
+        tool_call_id: String,
+        /// The tool's name.
+        tool_name: String,
+        /// The parsed arguments.
+        input: Value,
+    },
+    /// `{"type":"tool-input-error","toolCallId":..,"toolName":..,"input":..,"errorText":..}`:
+    /// the call is complete but its argument string is not JSON (`input` is the raw string).
+    ToolInputError {
+        /// The call's id.
+        tool_call_id: String,
+        /// The tool's name.
+        tool_name: String,
+        /// The raw argument string.
+        input: Value,
+        /// Why the arguments were rejected.
+        error_text: String,
+    },
+    /// `{"type":"tool-output-available","toolCallId":..,"output":..}`: the tool's result.
+    ToolOutputAvailable {
+        /// The call's id.
+        tool_call_id: String,
+        /// The result (Halo's tool results are text, so a JSON string).
+        output: Value,
+    },
+    /// `{"type":"tool-output-error","toolCallId":..,"errorText":..}`: the tool failed; the
+    /// text is the error result the model reads.
+    ToolOutputError {
+        /// The call's id.
+        tool_call_id: String,
+        /// The error result's text.
+        error_text: String,
+    },
+    /// `{"type":"finish-step"}`: the model call and its tool calls are complete.
+    FinishStep,
+    /// `{"type":"finish","finishReason":..}`: the message is complete.
+    Finish {
+        /// Why the run ended; sent only when known.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        finish_reason: Option<UiFinishReason>,
+    },
+    /// `{"type":"error","errorText":..}`: the run failed.
+    Error {
+        /// What the client shows.
+        error_text: String,
+    },
+}
+
+/// The `finishReason` values of the `finish` part (the AI SDK's `FinishReason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum UiFinishReason {
+    /// `"stop"`: a natural end.
+    Stop,
+    /// `"length"`: the token limit was reached.
+    Length,
+    /// `"content-filter"`: output was withheld.
+    ContentFilter,
+    /// `"tool-calls"`: the last step asked for tools.
+    ToolCalls,
+    /// `"error"`: the run failed.
+    Error,
+    /// `"other"`: anything else.
+    Other,
+}
+
+impl From<&halo_core::FinishReason> for UiFinishReason {
+    fn from(reason: &halo_core::FinishReason) -> Self {
+        use halo_core::FinishReason as F;
+        match reason {
+            F::Stop => Self::Stop,
+            F::Length => Self::Length,
+            F::ToolCalls => Self::ToolCalls,
+            F::ContentFilter => Self::ContentFilter,
+            F::Other(_) => Self::Other,
+        }
+    }
+}
+
+impl UiMessageChunk {
+    /// The part's JSON object, as one line without a trailing newline.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| {
+            // Unreachable in practice: every field is a string or a `serde_json::Value`.
+            serde_json::json!({ "type": "error", "errorText": format!("cannot encode a stream part: {e}") })
+                .to_string()
+        })
+    }
+
+    /// The part as one SSE frame: `data: {json}\n\n` (UTF-8 bytes).
+    ///
+    /// ```
+    /// use halo_stream::UiMessageChunk;
+    /// let frame = UiMessageChunk::TextDelta { id: "text-1".into(), delta: "Hi".into() };
+    /// assert_eq!(
+    ///     &frame.to_sse_frame()[..],
+    ///     b"data: {\"type\":\"text-delta\",\"id\":\"text-1\",\"delta\":\"Hi\"}\n\n"
+    /// );
+    /// ```
+    pub fn to_sse_frame(&self) -> Bytes {
+        let json = self.to_json();
+        let mut frame = Vec::with_capacity(json.len() + 8);
+        frame.extend_from_slice(b"data: ");
+        frame.extend_from_slice(json.as_bytes());
+        frame.extend_from_slice(b"\n\n");
+        Bytes::from(frame)
+    }
+}

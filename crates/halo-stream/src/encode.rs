@@ -1,0 +1,373 @@
+//! From [`AgentEvent`]s to [`UiMessageChunk`]s and SSE bytes.
+//!
+//! The mapping, per agent step (see `docs/stream-protocol.md` for a full transcript):
+//!
+//! | agent event | parts |
+//! | --- | --- |
+//! | (stream begins) | `start` |
+//! | `StepStart` | `start-step` |
+//! | `ReasoningDelta` | `reasoning-start` (first of a run of deltas), `reasoning-delta` |
+//! | `TextDelta` | `text-start` (first of a run of deltas), `text-delta` |
+//! | `ToolCallStart` | `tool-input-start` |
+//! | `ToolCallDelta` | `tool-input-delta` |
+//! | `ToolCall` | `tool-input-available` (`tool-input-error` when the arguments are not JSON) |
+//! | `ToolResult` | `tool-output-available`, or `tool-output-error` when `is_error` |
+//! | `StepFinish` | `finish-step` |
+//! | `Finish` | `finish` with the last step's finish reason |
+//! | `Err(_)` | `error`, `finish-step` (if a step is open), `finish` (`"error"`) |
+//!
+//! A text or reasoning part stays open while deltas of its kind follow each other; any
+//! other event closes it (`text-end` / `reasoning-end`) first, so every part is closed and
+//! the parts of the assembled message keep the order the model produced them in. Part ids
+//! are `text-N` and `reasoning-N`, numbered from 1 per message.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt as _};
+use halo_core::{AgentEvent, HaloError};
+use serde_json::Value;
+
+use crate::chunk::{DONE_FRAME, UiFinishReason, UiMessageChunk};
+
+/// The `errorText` sent for a failed run unless [`StreamOptions::with_error_text`] says
+/// otherwise. Like the AI SDK's default, it hides server details from the browser.
+pub const DEFAULT_ERROR_TEXT: &str = "An error occurred.";
+
+type ErrorText = Arc<dyn Fn(&HaloError) -> String + Send + Sync>;
+
+/// Options of [`to_data_stream_with`] and
+/// [`create_halo_stream_with`](crate::create_halo_stream_with).
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct StreamOptions {
+    message_id: Option<String>,
+    send_reasoning: bool,
+    error_text: Option<ErrorText>,
+}
+
+impl Default for StreamOptions {
+    fn default() -> Self {
+        Self {
+            message_id: None,
+            send_reasoning: true,
+            error_text: None,
+        }
+    }
+}
+
+impl fmt::Debug for StreamOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StreamOptions")
+            .field("message_id", &self.message_id)
+            .field("send_reasoning", &self.send_reasoning)
+            .field("custom_error_text", &self.error_text.is_some())
+            .finish()
+    }
+}
+
+impl StreamOptions {
+    /// The defaults: no message id, reasoning sent, errors shown as [`DEFAULT_ERROR_TEXT`].
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sends `id` as the `start` part's `messageId` (for clients that persist messages).
+    pub fn with_message_id(mut self, id: impl Into<String>) -> Self {
+        self.message_id = Some(id.into());
+        self
+    }
+
+    /// Whether reasoning deltas are sent as `reasoning-*` parts (default `true`).
+    pub fn with_reasoning(mut self, send: bool) -> Self {
+        self.send_reasoning = send;
+        self
+    }
+
+    /// Sets the `errorText` of a failed run. The default hides the error
+    /// ([`DEFAULT_ERROR_TEXT`]); `|e| e.to_string()` shows Halo's message, which can quote
+    /// a provider's error body, so use it only where the client may see that.
+    pub fn with_error_text(
+        mut self,
+        f: impl Fn(&HaloError) -> String + Send + Sync + 'static,
+    ) -> Self {
+        self.error_text = Some(Arc::new(f));
+        self
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Text,
+    Reasoning,
+}
+
+/// The state of one message: the open text or reasoning part, part counters, started tool
+/// calls and whether a step is open.
+struct Encoder {
+    options: StreamOptions,
+    open: Option<(Kind, String)>,
+    text_parts: u64,
+    reasoning_parts: u64,
+    started_calls: HashSet<String>,
+    step_open: bool,
+}
+
+/// What the encoder wants after an event.
+#[derive(Debug, PartialEq, Eq)]
+enum Flow {
+    Continue,
+    Done,
+}
+
+impl Encoder {
+    fn new(options: StreamOptions) -> Self {
+        Self {
+            options,
+            open: None,
+            text_parts: 0,
+            reasoning_parts: 0,
+            started_calls: HashSet::new(),
+            step_open: false,
+        }
+    }
+
+    fn start(&self) -> UiMessageChunk {
+        UiMessageChunk::Start {
+            message_id: self.options.message_id.clone(),
+        }
+    }
+
+    fn close_open(&mut self, out: &mut Vec<UiMessageChunk>) {
+        match self.open.take() {
+            Some((Kind::Text, id)) => out.push(UiMessageChunk::TextEnd { id }),
+            Some((Kind::Reasoning, id)) => out.push(UiMessageChunk::ReasoningEnd { id }),
+            None => {}
+        }
+    }
+
+    /// The id of the open part of `kind`, opening one (and closing another kind) if needed.
+    fn open_part(&mut self, kind: Kind, out: &mut Vec<UiMessageChunk>) -> String {
+        if let Some((open_kind, id)) = &self.open
+            && *open_kind == kind
+        {
+            return id.clone();
+        }
+        self.close_open(out);
+        let id = match kind {
+            Kind::Text => {
+                self.text_parts += 1;
+                format!("text-{}", self.text_parts)
+            }
+            Kind::Reasoning => {
+                self.reasoning_parts += 1;
+                format!("reasoning-{}", self.reasoning_parts)
+            }
+        };
+        out.push(match kind {
+            Kind::Text => UiMessageChunk::TextStart { id: id.clone() },
+            Kind::Reasoning => UiMessageChunk::ReasoningStart { id: id.clone() },
+        });
+        self.open = Some((kind, id.clone()));
+        id
+    }
+
+    fn event(&mut self, event: AgentEvent, out: &mut Vec<UiMessageChunk>) -> Flow {
+        match event {
+            AgentEvent::StepStart { .. } => {
+                self.close_open(out);
+                self.started_calls.clear();
+                self.step_open = true;
+                out.push(UiMessageChunk::StartStep);
+            }
+            AgentEvent::TextDelta(delta) if !delta.is_empty() => {
+                let id = self.open_part(Kind::Text, out);
+                out.push(UiMessageChunk::TextDelta { id, delta });
+            }
+            AgentEvent::ReasoningDelta(delta)
+                if self.options.send_reasoning && !delta.is_empty() =>
+            {
+                let id = self.open_part(Kind::Reasoning, out);
+                out.push(UiMessageChunk::ReasoningDelta { id, delta });
+            }
+            AgentEvent::ToolCallStart { id, name } => {
+                self.close_open(out);
+                self.started_calls.insert(id.clone());
+                out.push(UiMessageChunk::ToolInputStart {
+                    tool_call_id: id,
+                    tool_name: name,
+                });
+            }
+            // The client rejects a delta for a call it was not told about; the complete call
+            // (`tool-input-available`) follows either way.
+            AgentEvent::ToolCallDelta { id, arguments }
+                if self.started_calls.contains(&id) && !arguments.is_empty() =>
+            {
+                self.close_open(out);
+                out.push(UiMessageChunk::ToolInputDelta {
+                    tool_call_id: id,
+                    input_text_delta: arguments,
+                });
+            }
+            AgentEvent::ToolCall(call) => {
+                self.close_open(out);
+                out.push(match call.arguments() {
+                    Ok(input) => UiMessageChunk::ToolInputAvailable {
+                        tool_call_id: call.id,
+                        tool_name: call.name,
+                        input,
+                    },
+                    Err(e) => UiMessageChunk::ToolInputError {
+                        error_text: format!("the tool call's arguments are not valid JSON: {e}"),
+                        tool_call_id: call.id,
+                        tool_name: call.name,
+                        input: Value::String(call.raw_arguments),
+                    },
+                });
+            }
+            AgentEvent::ToolResult(result) => {
+                self.close_open(out);
+                out.push(if result.is_error {
+                    UiMessageChunk::ToolOutputError {
+                        tool_call_id: result.tool_call_id,
+                        error_text: result.content,
+                    }
+                } else {
+                    UiMessageChunk::ToolOutputAvailable {
+                        tool_call_id: result.tool_call_id,
+                        output: Value::String(result.content),
+                    }
+                });
+            }
+            AgentEvent::StepFinish(_) => {
+                self.close_open(out);
+                self.step_open = false;
+                out.push(UiMessageChunk::FinishStep);
+            }
+            AgentEvent::Finish(result) => {
+                self.close_open(out);
+                if self.step_open {
+                    self.step_open = false;
+                    out.push(UiMessageChunk::FinishStep);
+                }
+                out.push(UiMessageChunk::Finish {
+                    finish_reason: result.finish_reason().map(UiFinishReason::from),
+                });
+                return Flow::Done;
+            }
+            // Empty or unannounced deltas, dropped reasoning, and events added to halo-core
+            // later: no part.
+            _ => {}
+        }
+        Flow::Continue
+    }
+
+    /// Ends the message after a failure: closes what is open, then `error` and `finish`.
+    fn fail(&mut self, error_text: String, out: &mut Vec<UiMessageChunk>) {
+        self.close_open(out);
+        out.push(UiMessageChunk::Error { error_text });
+        if self.step_open {
+            self.step_open = false;
+            out.push(UiMessageChunk::FinishStep);
+        }
+        out.push(UiMessageChunk::Finish {
+            finish_reason: Some(UiFinishReason::Error),
+        });
+    }
+
+    fn error_text(&self, error: &HaloError) -> String {
+        match &self.options.error_text {
+            Some(f) => f(error),
+            None => DEFAULT_ERROR_TEXT.to_owned(),
+        }
+    }
+}
+
+/// The agent's events as UI Message Stream parts, with the default [`StreamOptions`]
+/// (no SSE framing, no `[DONE]`; for transports other than SSE).
+///
+/// The stream starts with `start` and ends with `finish`: after [`AgentEvent::Finish`],
+/// after an `Err` item (then `error` comes first and the events stream is not polled again),
+/// or when the events end without `Finish` (reported as an error too).
+pub fn to_ui_message_chunks<S>(
+    events: S,
+    options: StreamOptions,
+) -> impl Stream<Item = UiMessageChunk> + Send
+where
+    S: Stream<Item = Result<AgentEvent, HaloError>> + Send,
+{
+    async_stream::stream! {
+        let mut encoder = Encoder::new(options);
+        yield encoder.start();
+        let mut events = std::pin::pin!(events);
+        let mut out = Vec::new();
+        let mut finished = false;
+        while let Some(item) = events.next().await {
+            let flow = match item {
+                Ok(event) => encoder.event(event, &mut out),
+                Err(error) => {
+                    let text = encoder.error_text(&error);
+                    encoder.fail(text, &mut out);
+                    Flow::Done
+                }
+            };
+            for chunk in out.drain(..) {
+                yield chunk;
+            }
+            if flow == Flow::Done {
+                finished = true;
+                break;
+            }
+        }
+        if !finished {
+            encoder.fail("the agent's event stream ended before the run finished".into(), &mut out);
+            for chunk in out.drain(..) {
+                yield chunk;
+            }
+        }
+    }
+}
+
+/// The agent's events as the UI Message Stream protocol v1: SSE frames `data: {json}\n\n`,
+/// one per part, ending with `data: [DONE]\n\n`. Serve them with
+/// [`UI_MESSAGE_STREAM_HEADERS`](crate::UI_MESSAGE_STREAM_HEADERS).
+///
+/// Each item is one whole frame (UTF-8). The stream always ends properly: a failed run
+/// (an `Err` item, or events that stop before [`AgentEvent::Finish`]) ends with an `error`
+/// part whose text is [`DEFAULT_ERROR_TEXT`], a `finish` part with `"finishReason":"error"`,
+/// and `[DONE]`. Protocol source: the `ai` npm package, `uiMessageChunkSchema` and
+/// `JsonToSseTransformStream`; the frames are listed in `docs/stream-protocol.md`.
+///
+/// ```
+/// use futures::StreamExt;
+/// use halo_core::{HaloAgent, testing::ScriptedModel};
+///
+/// # futures::executor::block_on(async {
+/// let mut agent = HaloAgent::builder(ScriptedModel::new().text("Hi!")).build();
+/// let frames: Vec<_> = halo_stream::to_data_stream(agent.stream_text("Hello")).collect().await;
+/// let body = String::from_utf8(frames.concat()).unwrap();
+/// assert!(body.starts_with("data: {\"type\":\"start\"}\n\ndata: {\"type\":\"start-step\"}\n\n"));
+/// assert!(body.contains("data: {\"type\":\"text-delta\",\"id\":\"text-1\",\"delta\":\"Hi!\"}\n\n"));
+/// assert!(body.ends_with("data: {\"type\":\"finish\",\"finishReason\":\"stop\"}\n\ndata: [DONE]\n\n"));
+/// # });
+/// ```
+pub fn to_data_stream<S>(events: S) -> impl Stream<Item = Bytes> + Send
+where
+    S: Stream<Item = Result<AgentEvent, HaloError>> + Send,
+{
+    to_data_stream_with(events, StreamOptions::default())
+}
+
+/// [`to_data_stream`] with options (message id, reasoning, error text).
+pub fn to_data_stream_with<S>(events: S, options: StreamOptions) -> impl Stream<Item = Bytes> + Send
+where
+    S: Stream<Item = Result<AgentEvent, HaloError>> + Send,
+{
+    to_ui_message_chunks(events, options)
+        .map(|chunk| chunk.to_sse_frame())
+        .chain(futures::stream::once(async {
+            Bytes::from_static(DONE_FRAME)
+        }))
+}

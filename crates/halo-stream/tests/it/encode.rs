@@ -1,0 +1,205 @@
+//! The event → part mapping on edited event sequences: part ids and closing, dropped
+//! deltas, options, and every way a run can end.
+
+use futures::{StreamExt as _, stream};
+use halo_core::testing::ScriptedModel;
+use halo_core::{AgentEvent, FinishReason, HaloAgent, HaloError, ModelError};
+use halo_stream::{StreamOptions, UiFinishReason, UiMessageChunk, to_ui_message_chunks};
+
+use crate::scenarios;
+
+/// The events of a real run, to edit and replay.
+fn events_of(mut agent: HaloAgent, input: &str) -> Vec<AgentEvent> {
+    futures::executor::block_on(async {
+        agent
+            .stream_text(input)
+            .map(|e| e.expect("the scripted run succeeds"))
+            .collect()
+            .await
+    })
+}
+
+fn chunks(
+    events: Vec<Result<AgentEvent, HaloError>>,
+    options: StreamOptions,
+) -> Vec<UiMessageChunk> {
+    futures::executor::block_on(to_ui_message_chunks(stream::iter(events), options).collect())
+}
+
+fn json_lines(chunks: &[UiMessageChunk]) -> Vec<String> {
+    chunks.iter().map(UiMessageChunk::to_json).collect()
+}
+
+#[test]
+fn reasoning_and_text_runs_become_separate_closed_parts_in_order() {
+    let events = events_of(scenarios::tool_run(), "Weather?");
+    let lines = json_lines(&chunks(
+        events.into_iter().map(Ok).collect(),
+        StreamOptions::new(),
+    ));
+    let expected_prefix = [
+        r#"{"type":"start"}"#,
+        r#"{"type":"start-step"}"#,
+        r#"{"type":"reasoning-start","id":"reasoning-1"}"#,
+        r#"{"type":"reasoning-delta","id":"reasoning-1","delta":"The user asks about Paris. "}"#,
+        r#"{"type":"reasoning-delta","id":"reasoning-1","delta":"I should call get_weather."}"#,
+        r#"{"type":"reasoning-end","id":"reasoning-1"}"#,
+        r#"{"type":"text-start","id":"text-1"}"#,
+        r#"{"type":"text-delta","id":"text-1","delta":"Let me check."}"#,
+        r#"{"type":"text-end","id":"text-1"}"#,
+        r#"{"type":"tool-input-start","toolCallId":"call_1","toolName":"get_weather"}"#,
+    ];
+    assert_eq!(lines[..expected_prefix.len()], expected_prefix);
+    // The second step's text is a new part with the next id.
+    assert!(lines.contains(&r#"{"type":"text-start","id":"text-2"}"#.to_string()));
+    assert_eq!(
+        lines.last().unwrap(),
+        r#"{"type":"finish","finishReason":"stop"}"#
+    );
+}
+
+#[test]
+fn without_reasoning_no_reasoning_part_is_sent() {
+    let events = events_of(scenarios::tool_run(), "Weather?");
+    let lines = json_lines(&chunks(
+        events.into_iter().map(Ok).collect(),
+        StreamOptions::new().with_reasoning(false),
+    ));
+    assert!(lines.iter().all(|l| !l.contains("reasoning")), "{lines:#?}");
+    assert_eq!(lines[2], r#"{"type":"text-start","id":"text-1"}"#);
+}
+
+#[test]
+fn argument_deltas_of_unannounced_calls_and_empty_deltas_are_dropped() {
+    // Trigger: an adapter that sends argument pieces before (or without) the call's start;
+    // the client would reject a `tool-input-delta` for a call it does not know.
+    let mut events = events_of(scenarios::tool_run(), "Weather?");
+    events.retain(|e| !matches!(e, AgentEvent::ToolCallStart { .. }));
+    events.insert(1, AgentEvent::TextDelta(String::new()));
+    let chunks = chunks(events.into_iter().map(Ok).collect(), StreamOptions::new());
+    assert!(
+        !chunks.iter().any(|c| matches!(
+            c,
+            UiMessageChunk::ToolInputDelta { .. } | UiMessageChunk::ToolInputStart { .. }
+        )),
+        "{chunks:#?}"
+    );
+    assert!(chunks.iter().any(|c| matches!(c, UiMessageChunk::ToolInputAvailable { tool_call_id, .. } if tool_call_id == "call_1")));
+    assert!(
+        !chunks
+            .iter()
+            .any(|c| matches!(c, UiMessageChunk::TextDelta { delta, .. } if delta.is_empty()))
+    );
+}
+
+#[test]
+fn nothing_after_finish_is_read() {
+    let mut events: Vec<_> = events_of(scenarios::tool_error(), "Atlantis?")
+        .into_iter()
+        .map(Ok)
+        .collect();
+    events.push(Ok(AgentEvent::TextDelta("late".into())));
+    events.push(Err(HaloError::Model(ModelError::Other("late".into()))));
+    let chunks = chunks(events, StreamOptions::new());
+    assert_eq!(
+        chunks.last(),
+        Some(&UiMessageChunk::Finish {
+            finish_reason: Some(UiFinishReason::Stop)
+        })
+    );
+    assert!(!json_lines(&chunks).iter().any(|l| l.contains("late")));
+}
+
+#[test]
+fn events_that_stop_before_finish_end_as_an_error() {
+    let mut events = events_of(scenarios::tool_run(), "Weather?");
+    // Cut inside the second step's text.
+    let cut = events
+        .iter()
+        .rposition(|e| matches!(e, AgentEvent::TextDelta(_)))
+        .unwrap();
+    events.truncate(cut + 1);
+    let chunks = chunks(events.into_iter().map(Ok).collect(), StreamOptions::new());
+    let tail = json_lines(&chunks[chunks.len() - 4..]);
+    assert_eq!(
+        tail,
+        [
+            r#"{"type":"text-end","id":"text-2"}"#,
+            r#"{"type":"error","errorText":"the agent's event stream ended before the run finished"}"#,
+            r#"{"type":"finish-step"}"#,
+            r#"{"type":"finish","finishReason":"error"}"#,
+        ]
+    );
+}
+
+#[test]
+fn an_error_between_steps_sends_no_extra_finish_step() {
+    // Trigger: max_steps is checked before a step starts, after the last step finished.
+    let model = ScriptedModel::new().tool_call("get_weather", serde_json::json!({"city": "Paris"}));
+    let agent = HaloAgent::builder(model)
+        .tool(scenarios::GetWeather)
+        .unwrap()
+        .max_steps(1)
+        .build();
+    let text = scenarios::transcript(
+        agent,
+        "Weather?",
+        StreamOptions::new().with_error_text(|e| e.to_string()),
+    );
+    assert!(
+        text.ends_with(concat!(
+            "data: {\"type\":\"finish-step\"}\n\n",
+            "data: {\"type\":\"error\",\"errorText\":\"the run reached max_steps (1) before the model gave a final answer; raise max_steps or simplify the task\"}\n\n",
+            "data: {\"type\":\"finish\",\"finishReason\":\"error\"}\n\n",
+            "data: [DONE]\n\n",
+        )),
+        "{text}"
+    );
+    assert_eq!(text.matches("finish-step").count(), 1);
+}
+
+#[test]
+fn finish_reasons_map_to_the_ai_sdk_names() {
+    for (reason, expected) in [
+        (
+            FinishReason::Stop,
+            r#"{"type":"finish","finishReason":"stop"}"#,
+        ),
+        (
+            FinishReason::Length,
+            r#"{"type":"finish","finishReason":"length"}"#,
+        ),
+        (
+            FinishReason::ContentFilter,
+            r#"{"type":"finish","finishReason":"content-filter"}"#,
+        ),
+        (
+            FinishReason::ToolCalls,
+            r#"{"type":"finish","finishReason":"tool-calls"}"#,
+        ),
+        (
+            FinishReason::Other("recitation".into()),
+            r#"{"type":"finish","finishReason":"other"}"#,
+        ),
+    ] {
+        let chunk = UiMessageChunk::Finish {
+            finish_reason: Some(UiFinishReason::from(&reason)),
+        };
+        assert_eq!(chunk.to_json(), expected);
+    }
+}
+
+#[test]
+fn message_id_is_sent_in_start_only_when_set() {
+    let events = events_of(
+        HaloAgent::builder(ScriptedModel::new().text("a")).build(),
+        "q",
+    );
+    let with = chunks(
+        events.iter().cloned().map(Ok).collect(),
+        StreamOptions::new().with_message_id("m-7"),
+    );
+    let without = chunks(events.into_iter().map(Ok).collect(), StreamOptions::new());
+    assert_eq!(with[0].to_json(), r#"{"type":"start","messageId":"m-7"}"#);
+    assert_eq!(without[0].to_json(), r#"{"type":"start"}"#);
+}

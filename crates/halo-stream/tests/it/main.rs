@@ -1,0 +1,6 @@
+//! halo-stream's integration tests: one binary, one module per concern.
+
+mod body;
+mod encode;
+mod scenarios;
+mod transcripts;
