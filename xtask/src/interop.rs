@@ -4,8 +4,13 @@
 //!    (`cargo run -p halo-stream --example transcript`) to `target/halo-stream-interop/`.
 //! 2. Feeds them to the `ai` npm package's own parser and chat client with node's test runner
 //!    (`crates/halo-stream/tests/node`, `npm ci` first when its `node_modules` is missing).
+//! 3. Builds `examples/web-chat` (the server with `cargo build`, the page with esbuild) and
+//!    drives it in headless Chromium (`examples/web-chat/web/test`, playwright-core on the
+//!    system's `chromium`): a typed question, the streamed answer and the tool call read back
+//!    from the page, a screenshot saved as `target/web-chat.png`.
 //!
-//! Needs `node` and `npm`; as root on Debian they are installed with apt-get when missing.
+//! Needs `node`, `npm` and `chromium`; as root on Debian they are installed with apt-get when
+//! missing. `HALO_SKIP_BROWSER=1` skips step 3.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,6 +22,12 @@ use crate::{root, run_cmd};
 
 /// The folder of the Node test, relative to the workspace root.
 const NODE_TEST_DIR: &str = "crates/halo-stream/tests/node";
+
+/// The web-chat page's npm project (bundle and browser test), relative to the workspace root.
+const WEB_CHAT_DIR: &str = "examples/web-chat/web";
+
+/// Debian's Chromium.
+const CHROMIUM: &str = "/usr/bin/chromium";
 
 pub fn run() -> anyhow::Result<()> {
     let started = Instant::now();
@@ -49,6 +60,46 @@ pub fn run() -> anyhow::Result<()> {
     eprintln!(
         "xtask interop: the ai package accepted halo-stream's output ({:.1} s)",
         started.elapsed().as_secs_f64()
+    );
+
+    if std::env::var_os("HALO_SKIP_BROWSER").is_some_and(|v| v != "0") {
+        eprintln!("skip: the web-chat browser test (HALO_SKIP_BROWSER is set)");
+        return Ok(());
+    }
+    browser_test(&root)?;
+    eprintln!(
+        "xtask interop: all passed in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Builds examples/web-chat and drives it in headless Chromium.
+fn browser_test(root: &Path) -> anyhow::Result<()> {
+    let started = Instant::now();
+    ensure_apt("chromium", &["chromium"], || Path::new(CHROMIUM).exists())?;
+    let web = root.join(WEB_CHAT_DIR);
+    npm_ci_if_missing(&web)?;
+    run_cmd(
+        Command::new("npm")
+            .args(["run", "build", "--prefix"])
+            .arg(&web),
+    )?;
+    run_cmd(Command::new("cargo").args(["build", "--quiet", "-p", "web-chat"]))?;
+    let target = target_dir(root);
+    let screenshot = target.join("web-chat.png");
+    run_cmd(
+        Command::new("node")
+            .arg("--test")
+            .arg(web.join("test/chat.test.mjs"))
+            .env("WEB_CHAT_BIN", target.join("debug/web-chat"))
+            .env("CHROMIUM", CHROMIUM)
+            .env("SCREENSHOT", &screenshot),
+    )?;
+    eprintln!(
+        "xtask interop: web-chat passed in headless Chromium ({:.1} s); screenshot {}",
+        started.elapsed().as_secs_f64(),
+        screenshot.display()
     );
     Ok(())
 }
@@ -88,37 +139,43 @@ fn is_root() -> bool {
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
+/// Installs Debian `packages` with apt-get (as root) unless `present()`; elsewhere fails
+/// with what to install.
+fn ensure_apt(what: &str, packages: &[&str], present: impl Fn() -> bool) -> anyhow::Result<()> {
+    if present() {
+        return Ok(());
+    }
+    if !(is_root() && on_path("apt-get")) {
+        bail!(
+            "{what} is needed for the interop tests.\n\
+             On Debian/Ubuntu: sudo apt-get install {}",
+            packages.join(" ")
+        );
+    }
+    eprintln!("xtask: installing {} with apt-get", packages.join(" "));
+    let ok = Command::new("apt-get")
+        .args(["update", "-qq"])
+        .status()
+        .is_ok_and(|s| s.success())
+        && Command::new("apt-get")
+            .args(["install", "-y", "-qq", "--no-install-recommends"])
+            .args(packages)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .is_ok_and(|s| s.success());
+    if !ok || !present() {
+        bail!("`apt-get install {}` failed", packages.join(" "));
+    }
+    Ok(())
+}
+
 /// Makes sure `node` and `npm` run; as root with apt-get, installs the missing ones.
 pub fn ensure_node() -> anyhow::Result<()> {
-    let missing: Vec<&str> = [("node", "nodejs"), ("npm", "npm")]
-        .into_iter()
-        .filter(|(bin, _)| !on_path(bin))
-        .map(|(_, pkg)| pkg)
-        .collect();
-    if !missing.is_empty() {
-        if !(is_root() && on_path("apt-get")) {
-            bail!(
-                "node and npm are needed for the interop tests.\n\
-                 On Debian/Ubuntu: sudo apt-get install {}\n\
-                 Elsewhere: install Node.js 20 or newer from your package manager",
-                missing.join(" ")
-            );
-        }
-        eprintln!("xtask: installing {} with apt-get", missing.join(" "));
-        let ok = Command::new("apt-get")
-            .args(["update", "-qq"])
-            .status()
-            .is_ok_and(|s| s.success())
-            && Command::new("apt-get")
-                .args(["install", "-y", "-qq", "--no-install-recommends"])
-                .args(&missing)
-                .env("DEBIAN_FRONTEND", "noninteractive")
-                .status()
-                .is_ok_and(|s| s.success());
-        if !ok || !on_path("node") || !on_path("npm") {
-            bail!("`apt-get install {}` failed", missing.join(" "));
-        }
-    }
+    // Node.js from elsewhere (nodesource) bundles npm; Debian splits them.
+    ensure_apt("node (Node.js 20 or newer)", &["nodejs"], || {
+        on_path("node")
+    })?;
+    ensure_apt("npm", &["npm"], || on_path("npm"))?;
     let version = Command::new("node").arg("--version").output()?;
     let version = String::from_utf8_lossy(&version.stdout).trim().to_owned();
     let major: u32 = version

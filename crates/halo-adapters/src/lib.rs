@@ -5,6 +5,7 @@
 //! `local` feature, an embedded llama.cpp model that keeps its KV cache between calls.
 
 pub mod openai;
+pub mod sse;
 
 #[cfg(feature = "local")]
 pub mod local;

@@ -1,9 +1,12 @@
-//! OpenAI-compatible chat completions (non-streaming): OpenAI, DeepSeek, and any compatible
-//! server (llama.cpp `llama-server`, Ollama, vLLM) by base URL.
+//! OpenAI-compatible chat completions, plain and streaming: OpenAI, DeepSeek, and any
+//! compatible server (llama.cpp `llama-server`, Ollama, vLLM) by base URL.
 //!
 //! [`OpenAiCompatible`] implements [`ModelAdapter`] over `POST {base_url}/chat/completions`
-//! (<https://platform.openai.com/docs/api-reference/chat/create>). Vendors differ only by
-//! [`Profile`]:
+//! (<https://platform.openai.com/docs/api-reference/chat/create>): `generate` sends one
+//! request and reads one `chat.completion`; `stream` sends `stream: true` with
+//! `stream_options.include_usage` and decodes the server-sent `chat.completion.chunk`s
+//! ([`decode_stream`], over the shared [`sse`](crate::sse) layer) into deltas and the same
+//! assembled turn `generate` would return. Vendors differ only by [`Profile`]:
 //!
 //! | | OpenAI | DeepSeek | Custom |
 //! |---|---|---|---|
@@ -44,12 +47,17 @@ mod config;
 mod error;
 mod request;
 mod response;
+mod stream;
 
 use std::fmt;
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use backon::{ExponentialBuilder, Retryable};
-use halo_core::{ModelAdapter, ModelError, ModelRequest, ModelResponse};
+use futures::{StreamExt as _, TryStreamExt as _};
+use halo_core::{
+    ModelAdapter, ModelError, ModelEventStream, ModelRequest, ModelResponse, model::response_events,
+};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Map, Value};
@@ -60,6 +68,7 @@ pub use config::{
     OPENAI_DEFAULT_BASE_URL, OPENAI_DEFAULT_MODEL, OpenAiBuilder, Profile, ReasoningReplay,
 };
 pub use error::MAX_EXCERPT_BYTES;
+pub use stream::decode_stream;
 
 /// A chat model behind an OpenAI-compatible `/chat/completions` endpoint.
 ///
@@ -206,14 +215,19 @@ impl OpenAiCompatible {
         self.api_key.as_ref().map(|k| k.expose_secret())
     }
 
-    /// One attempt: POST the body, map the answer.
-    async fn send_once(&self, body: &[u8]) -> Result<ModelResponse, ModelError> {
+    /// One POST of `body`. A non-2xx answer is read whole and mapped to its error; a 2xx
+    /// answer is returned with its body unread.
+    async fn send(
+        &self,
+        body: &[u8],
+        accept: &'static str,
+    ) -> Result<reqwest::Response, ModelError> {
         let mut builder = self
             .client
             .post(self.endpoint.clone())
             .headers(self.headers.clone())
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-            .header(ACCEPT, HeaderValue::from_static("application/json"))
+            .header(ACCEPT, HeaderValue::from_static(accept))
             .body(body.to_vec());
         if let Some(key) = &self.api_key {
             // reqwest marks the header sensitive, so its Debug output hides it too.
@@ -226,13 +240,33 @@ impl OpenAiCompatible {
             request_bytes = body.len(),
             "chat completion request"
         );
-        let started = Instant::now();
         let response = builder
             .send()
             .await
             .map_err(|e| error::transport(&e, self.timeout, self.secret()))?;
         let status = response.status().as_u16();
+        if (200..300).contains(&status) {
+            return Ok(response);
+        }
         let headers = response.headers().clone();
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| error::transport(&e, self.timeout, self.secret()))?;
+        tracing::debug!(
+            provider = %self.provider,
+            status,
+            response_bytes = bytes.len(),
+            "chat completion error response"
+        );
+        Err(error::from_status(status, &headers, &bytes, self.secret()))
+    }
+
+    /// One attempt: POST the body, read and map the answer.
+    async fn send_once(&self, body: &[u8]) -> Result<ModelResponse, ModelError> {
+        let started = Instant::now();
+        let response = self.send(body, "application/json").await?;
+        let status = response.status().as_u16();
         let bytes = response
             .bytes()
             .await
@@ -244,14 +278,146 @@ impl OpenAiCompatible {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "chat completion response"
         );
-        if !(200..300).contains(&status) {
-            return Err(error::from_status(status, &headers, &bytes, self.secret()));
-        }
-        response::parse(&bytes).map_err(|e| match e {
-            ModelError::InvalidResponse(m) => {
-                ModelError::InvalidResponse(error::redact(m, self.secret()))
+        response::parse(&bytes).map_err(|e| self.redact(e))
+    }
+
+    /// `operation` with the adapter's retry policy: retryable errors are tried again up to
+    /// `max_retries` times, waiting the provider's `retry-after` or an exponential backoff.
+    async fn with_retries<T, F, Fut>(&self, operation: F) -> Result<T, ModelError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, ModelError>>,
+    {
+        let backoff = ExponentialBuilder::default()
+            .with_min_delay(self.retry_min_delay)
+            .with_max_delay(MAX_RETRY_DELAY)
+            .with_max_times(self.max_retries as usize)
+            .with_jitter();
+        operation
+            .retry(backoff)
+            .when(ModelError::is_retryable)
+            .adjust(retry_wait)
+            .notify(|err, wait| {
+                tracing::warn!(
+                    provider = %self.provider,
+                    error = %err,
+                    wait_ms = wait.as_millis() as u64,
+                    "retrying chat completion"
+                );
+            })
+            .await
+    }
+
+    /// The API key removed from an error's message (some servers echo request headers).
+    fn redact(&self, e: ModelError) -> ModelError {
+        let r = |m: String| error::redact(m, self.secret());
+        match e {
+            ModelError::InvalidResponse(m) => ModelError::InvalidResponse(r(m)),
+            ModelError::Truncated(m) => ModelError::Truncated(r(m)),
+            ModelError::Other(m) => ModelError::Other(r(m)),
+            ModelError::InvalidRequest { status, message } => ModelError::InvalidRequest {
+                status,
+                message: r(message),
+            },
+            ModelError::Authentication { status, message } => ModelError::Authentication {
+                status,
+                message: r(message),
+            },
+            ModelError::InsufficientBalance { status, message } => {
+                ModelError::InsufficientBalance {
+                    status,
+                    message: r(message),
+                }
             }
+            ModelError::RateLimited {
+                retry_after,
+                message,
+            } => ModelError::RateLimited {
+                retry_after,
+                message: r(message),
+            },
+            ModelError::Server {
+                status,
+                retry_after,
+                message,
+            } => ModelError::Server {
+                status,
+                retry_after,
+                message: r(message),
+            },
+            ModelError::Http { status, message } => ModelError::Http {
+                status,
+                message: r(message),
+            },
             other => other,
+        }
+    }
+
+    /// The streaming call: open the stream (with retries, which end at the first byte of a
+    /// 2xx body), then decode it.
+    fn stream_events<'a>(&'a self, body: Vec<u8>) -> ModelEventStream<'a> {
+        Box::pin(async_stream::stream! {
+            let started = Instant::now();
+            let opened = self
+                .with_retries(|| self.send(&body, "text/event-stream"))
+                .await;
+            let response = match opened {
+                Ok(r) => r,
+                Err(e) => {
+                    yield Err(e);
+                    return;
+                }
+            };
+            let is_json = response
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.trim_start().starts_with("application/json"));
+            if is_json {
+                // A server that ignored `stream: true` answered with one chat.completion.
+                let bytes = response.bytes().await;
+                let parsed = bytes
+                    .map_err(|e| error::transport(&e, self.timeout, self.secret()))
+                    .and_then(|b| response::parse(&b))
+                    .map_err(|e| self.redact(e));
+                match parsed {
+                    Ok(turn) => {
+                        for event in response_events(turn) {
+                            yield Ok(event);
+                        }
+                    }
+                    Err(e) => yield Err(e),
+                }
+                return;
+            }
+            let timeout = self.timeout;
+            let secret = self.secret();
+            let reads = response.bytes_stream().map_err(move |e| {
+                let why = match error::transport(&e, timeout, secret) {
+                    ModelError::Transport(m) => m,
+                    other => other.to_string(),
+                };
+                ModelError::Truncated(format!("the connection failed mid-stream: {why}"))
+            });
+            let mut events = decode_stream(reads);
+            let mut first = true;
+            while let Some(event) = events.next().await {
+                if first {
+                    first = false;
+                    tracing::debug!(
+                        provider = %self.provider,
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "chat completion stream: first event"
+                    );
+                }
+                match event {
+                    Ok(event) => yield Ok(event),
+                    Err(e) => {
+                        yield Err(self.redact(e));
+                        return;
+                    }
+                }
+            }
         })
     }
 }
@@ -286,24 +452,37 @@ impl ModelAdapter for OpenAiCompatible {
     async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         let body = self.body_bytes(&request, false)?;
         let body = body.as_slice();
-        let backoff = ExponentialBuilder::default()
-            .with_min_delay(self.retry_min_delay)
-            .with_max_delay(MAX_RETRY_DELAY)
-            .with_max_times(self.max_retries as usize)
-            .with_jitter();
-        (|| self.send_once(body))
-            .retry(backoff)
-            .when(ModelError::is_retryable)
-            .adjust(retry_wait)
-            .notify(|err, wait| {
-                tracing::warn!(
-                    provider = %self.provider,
-                    error = %err,
-                    wait_ms = wait.as_millis() as u64,
-                    "retrying chat completion"
-                );
-            })
-            .await
+        self.with_retries(|| self.send_once(body)).await
+    }
+
+    /// Streams one chat-completions request (`stream: true`,
+    /// `stream_options: {"include_usage": true}`): text, reasoning and tool-call deltas as
+    /// they arrive, then the assembled turn, equal to what [`generate`](Self::generate)
+    /// returns for the same content (see [`decode_stream`] for how chunks are read).
+    ///
+    /// Retries follow `generate`'s policy but stop at the first byte of a 2xx body: once the
+    /// stream has begun, a failure is returned, never retried behind the caller's back. A
+    /// server that answers `application/json` instead of an event stream is read as one
+    /// `chat.completion`.
+    ///
+    /// # Errors
+    /// - Before the stream: exactly those of [`generate`](Self::generate).
+    /// - The connection failing or timing out mid-body, the body ending mid-event or before
+    ///   a `finish_reason` / `[DONE]`, and DeepSeek's `insufficient_system_resource` finish
+    ///   reason → [`ModelError::Truncated`] (retryable; the agent keeps nothing of the turn).
+    /// - An error event mid-stream (`{"error": …}`, `event: error`, or old llama.cpp's
+    ///   `error:` line) → the error its numeric `code` or its `type` maps to as an HTTP
+    ///   status (`server_error` → [`ModelError::Server`] 500, rate limits →
+    ///   [`ModelError::RateLimited`], …), else [`ModelError::Other`].
+    /// - Data that is not a chunk → [`ModelError::InvalidResponse`].
+    ///
+    /// # Cancel safety
+    /// Dropping the stream closes the connection; nothing is kept.
+    fn stream<'a>(&'a self, request: ModelRequest<'a>) -> ModelEventStream<'a> {
+        match self.body_bytes(&request, true) {
+            Ok(body) => self.stream_events(body),
+            Err(e) => Box::pin(futures::stream::once(async move { Err(e) })),
+        }
     }
 }
 

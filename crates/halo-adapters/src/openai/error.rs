@@ -76,6 +76,66 @@ pub(crate) fn from_status(
     }
 }
 
+/// Maps an error reported *inside* a 200 event stream: an `{"error": …}` chunk, an
+/// `event: error`, or old llama.cpp's `error:` field line (provider-protocols §0).
+///
+/// The status is the error's own numeric `code` or `status` when it is an HTTP status
+/// (llama.cpp and vLLM send one), else the status OpenAI documents for its `type` or `code`
+/// (<https://platform.openai.com/docs/guides/error-codes>):
+/// `invalid_request_error` 400, `authentication_error` 401, `permission_error` 403,
+/// `not_found_error` 404, rate-limit and quota codes 429, `server_error` / `api_error` /
+/// `internal_error` 500, `service_unavailable` 503, `overloaded_error` 529. That status then
+/// maps exactly like an HTTP error ([`from_status`]). An error with neither is
+/// [`ModelError::Other`], not retried.
+pub(crate) fn in_stream(payload: &Value, secret: Option<&str>) -> ModelError {
+    let error = match payload.get("error") {
+        Some(inner) if !inner.is_null() => inner,
+        _ => payload,
+    };
+    let numeric = ["code", "status"]
+        .iter()
+        .filter_map(|f| error.get(f))
+        .find_map(|v| {
+            v.as_u64()
+                .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+        })
+        .and_then(|n| u16::try_from(n).ok())
+        .filter(|n| (400..600).contains(n));
+    let named = || {
+        ["type", "code"]
+            .iter()
+            .filter_map(|f| error.get(f).and_then(Value::as_str))
+            .find_map(status_for_error_name)
+    };
+    let body = serde_json::to_vec(&serde_json::json!({ "error": error })).unwrap_or_default();
+    match numeric.or_else(named) {
+        Some(status) => from_status(status, &HeaderMap::new(), &body, secret),
+        None => {
+            let message = error_value_message(error).unwrap_or_else(|| body_excerpt(&body));
+            ModelError::Other(redact(
+                format!("the provider reported an error mid-stream: {message}"),
+                secret,
+            ))
+        }
+    }
+}
+
+/// The HTTP status OpenAI (and Anthropic-style gateways) pair with an error `type`/`code`.
+fn status_for_error_name(name: &str) -> Option<u16> {
+    Some(match name {
+        "invalid_request_error" | "invalid_request" | "bad_request" => 400,
+        "authentication_error" | "invalid_api_key" => 401,
+        "permission_error" | "permission_denied" => 403,
+        "not_found_error" | "model_not_found" => 404,
+        "rate_limit_error" | "rate_limit_exceeded" | "requests" | "tokens" => 429,
+        n if QUOTA_CODES.contains(&n) => 429,
+        "server_error" | "api_error" | "internal_error" | "internal_server_error" => 500,
+        "service_unavailable" | "service_unavailable_error" => 503,
+        "overloaded_error" | "overloaded" => 529,
+        _ => return None,
+    })
+}
+
 fn is_quota_error(error: &Value) -> bool {
     ["type", "code"].iter().any(|field| {
         error

@@ -6,7 +6,7 @@
 //! the [`StablePrefix`](halo_core::StablePrefix) in its canonical order through fixed-order
 //! structs, so they are byte-identical on every request of a session. The history is
 //! rendered the same way every time, so request N+1's `messages` start with request N's.
-//! The streaming path (a later issue) reuses [`build`] with `stream: true`.
+//! The streaming path reuses [`build`] with `stream: true` (and `stream_options.include_usage`).
 
 use std::borrow::Cow;
 

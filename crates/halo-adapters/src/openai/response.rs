@@ -4,7 +4,7 @@
 //! Shape: <https://platform.openai.com/docs/api-reference/chat/object>, with DeepSeek's
 //! `reasoning_content` and `usage.prompt_cache_hit_tokens` / `prompt_cache_miss_tokens`
 //! (<https://api-docs.deepseek.com/guides/kv_cache>) and llama.cpp's `timings.cache_n`.
-//! [`usage`] and [`finish_reason`] are shared with the streaming path (a later issue).
+//! [`usage`] and [`finish_reason`] are shared with the streaming path (`stream.rs`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -156,11 +156,30 @@ pub(crate) fn finish_reason(raw: Option<&str>, has_tool_calls: bool) -> FinishRe
 /// Ids for tool calls a server sent without one (some local servers): unique in the process.
 static NEXT_CALL_ID: AtomicU64 = AtomicU64::new(1);
 
+/// A fresh id (`call_halo_N`) for a tool call the server sent without one.
+pub(crate) fn fresh_call_id() -> String {
+    format!("call_halo_{}", NEXT_CALL_ID.fetch_add(1, Ordering::Relaxed))
+}
+
+/// DeepSeek's `finish_reason` when it interrupted inference for lack of resources
+/// (<https://api-docs.deepseek.com/api/create-chat-completion>, provider-protocols §1.4).
+pub(crate) const INSUFFICIENT_SYSTEM_RESOURCE: &str = "insufficient_system_resource";
+
+/// The error for a turn DeepSeek cut short with [`INSUFFICIENT_SYSTEM_RESOURCE`]:
+/// [`ModelError::Truncated`], which is retryable, because the turn is incomplete and asking
+/// again later can succeed. (It is not an HTTP failure: the status was 200.)
+pub(crate) fn insufficient_system_resource() -> ModelError {
+    ModelError::Truncated(format!(
+        "{INSUFFICIENT_SYSTEM_RESOURCE}: the provider interrupted inference for lack of resources"
+    ))
+}
+
 /// Parses a 200 body into a [`ModelResponse`].
 ///
 /// # Errors
 /// [`ModelError::InvalidResponse`] when the body is not a chat completion: not JSON, no
-/// choices, a tool call without a name.
+/// choices, a tool call without a name. [`ModelError::Truncated`] (retryable) for DeepSeek's
+/// `insufficient_system_resource` finish reason.
 pub(crate) fn parse(body: &[u8]) -> Result<ModelResponse, ModelError> {
     let completion: ChatCompletion = serde_json::from_slice(body).map_err(|e| {
         ModelError::InvalidResponse(format!(
@@ -182,6 +201,9 @@ pub(crate) fn parse(body: &[u8]) -> Result<ModelResponse, ModelError> {
     let usage = usage(completion.usage.as_ref(), completion.timings.as_ref());
     let mut choices = completion.choices;
     let choice = choices.swap_remove(0);
+    if choice.finish_reason.as_deref() == Some(INSUFFICIENT_SYSTEM_RESOURCE) {
+        return Err(insufficient_system_resource());
+    }
     let wire = choice.message.unwrap_or_default();
 
     let mut text = match wire.content {
@@ -226,9 +248,10 @@ pub(crate) fn parse(body: &[u8]) -> Result<ModelResponse, ModelError> {
             // Not the documented shape, but lossless: the object's JSON text.
             Some(other) => other.to_string(),
         };
-        let id = call.id.filter(|id| !id.is_empty()).unwrap_or_else(|| {
-            format!("call_halo_{}", NEXT_CALL_ID.fetch_add(1, Ordering::Relaxed))
-        });
+        let id = call
+            .id
+            .filter(|id| !id.is_empty())
+            .unwrap_or_else(fresh_call_id);
         tool_calls.push(ToolCall::new(id, name, raw_arguments));
     }
 

@@ -6,6 +6,8 @@
 //! key redaction.
 
 mod fake;
+mod stream;
+mod stream_fake;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -591,12 +593,6 @@ async fn finish_reasons_are_mapped_and_tool_calls_win() {
                 .finish("stop"),
             FinishReason::ToolCalls,
         ),
-        (
-            Completion::new(Shape::DeepSeek)
-                .text("")
-                .finish("insufficient_system_resource"),
-            FinishReason::Other("insufficient_system_resource".into()),
-        ),
     ];
     let fake = FakeChat::start(cases.iter().map(|(c, _)| c.respond())).await;
     let model = custom(&fake);
@@ -611,6 +607,55 @@ async fn finish_reasons_are_mapped_and_tool_calls_win() {
             completion.to_json()["choices"][0]
         );
     }
+    fake.finish();
+}
+
+/// DeepSeek interrupted inference: the turn is incomplete, so it is a retryable error, and a
+/// retry that succeeds gives the whole answer.
+#[tokio::test]
+async fn insufficient_system_resource_is_retried_as_a_truncated_turn() {
+    let fake = FakeChat::start([
+        Completion::new(Shape::DeepSeek)
+            .text("The answer is")
+            .finish("insufficient_system_resource")
+            .respond(),
+        Completion::new(Shape::DeepSeek)
+            .text("The answer is 42.")
+            .respond(),
+    ])
+    .await;
+    let once = custom(&fake);
+    let err = call(&once, &prefix(), &GenerationOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ModelError::Truncated(m) if m.starts_with("insufficient_system_resource")),
+        "{err:?}"
+    );
+    assert!(err.is_retryable());
+    let got = call(&once, &prefix(), &GenerationOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(got.message.text, "The answer is 42.");
+    fake.finish();
+
+    let fake = FakeChat::start([
+        Completion::new(Shape::DeepSeek)
+            .finish("insufficient_system_resource")
+            .respond(),
+        Completion::new(Shape::DeepSeek).text("42").respond(),
+    ])
+    .await;
+    let retrying = OpenAiCompatible::custom(fake.base_url(), "deepseek-chat")
+        .max_retries(1)
+        .retry_min_delay(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    let got = call(&retrying, &prefix(), &GenerationOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(got.message.text, "42");
+    assert_eq!(fake.requests().len(), 2);
     fake.finish();
 }
 
