@@ -3,9 +3,10 @@
 //! - `cargo xtask ci`: every check CI runs (fmt, clippy, tests, doctests, docs, tidy).
 //! - `cargo xtask model`: fetch the default GGUF model into the cache folder; prints its path.
 //! - `cargo xtask demo "TASK" [--dir DIR]`: set up what is missing, then run the coding agent.
-//! - `cargo xtask bench <name>`: print measurements (`local-cache`).
+//! - `cargo xtask bench <name>`: print measurements (`local-cache`, `sse`).
 
 mod bench_local;
+mod bench_sse;
 mod ci;
 mod demo;
 mod interop;
@@ -21,7 +22,7 @@ commands:
   model                     fetch the default GGUF model (SmolLM2-135M-Instruct Q4_1); prints its path
   demo \"TASK\" [--dir DIR]   run the coding agent on TASK in DIR (default: a sample folder)
   interop                   check halo-stream with the `ai` npm package (node)
-  bench <name>              print a benchmark's figures; names: local-cache";
+  bench <name>              print a benchmark's figures; names: local-cache, sse";
 
 fn main() {
     if let Err(e) = real_main() {
@@ -44,6 +45,7 @@ fn real_main() -> anyhow::Result<()> {
         Some("interop") => interop::run(),
         Some("bench") => match rest.first().map(String::as_str) {
             Some("local-cache") => bench_local::run(),
+            Some("sse") => bench_sse::run(),
             Some(name) => bail!("unknown benchmark `{name}`\n\n{USAGE}"),
             None => bail!("name a benchmark\n\n{USAGE}"),
         },
