@@ -3,7 +3,8 @@
 //! 1. Writes the UI Message Stream of each scripted scenario
 //!    (`cargo run -p halo-stream --example transcript`) to `target/halo-stream-interop/`.
 //! 2. Feeds them to the `ai` npm package's own parser and chat client with node's test runner
-//!    (`crates/halo-stream/tests/node`, `npm ci` first when its `node_modules` is missing).
+//!    (`crates/halo-stream/tests/node`, `npm ci` first when its `node_modules` is missing or
+//!    older than its lock file).
 //! 3. Builds `examples/web-chat` (the server with `cargo build`, the page with esbuild) and
 //!    drives it in headless Chromium (`examples/web-chat/web/test`, playwright-core on the
 //!    system's `chromium`): a typed question, the streamed answer and the tool call read back
@@ -112,9 +113,16 @@ pub fn target_dir(root: &Path) -> PathBuf {
         .unwrap_or_else(|| root.join("target"))
 }
 
-/// Runs `npm ci` in `dir` unless its `node_modules` exists (the lock file pins every package).
+/// Runs `npm ci` in `dir` when its `node_modules` is missing, or older than its lock file
+/// (the lock pins every package; npm records what it installed in
+/// `node_modules/.package-lock.json`).
 pub fn npm_ci_if_missing(dir: &Path) -> anyhow::Result<()> {
-    if dir.join("node_modules").is_dir() {
+    let modified = |p: PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let installed = modified(dir.join("node_modules/.package-lock.json"));
+    let locked = modified(dir.join("package-lock.json"));
+    if let (Some(installed), Some(locked)) = (installed, locked)
+        && installed >= locked
+    {
         return Ok(());
     }
     run_cmd(
