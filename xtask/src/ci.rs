@@ -1,6 +1,7 @@
 //! `cargo xtask ci`: the single CI recipe, run by `.ci/run` and `.github/workflows/ci.yml`.
 //!
-//! tidy → fmt check → clippy `-D warnings` (all targets, all features) → doctests → tests
+//! tidy → fmt check → clippy `-D warnings` (all targets, all features) → doctests →
+//! interop (the `ai` npm package and headless Chromium read halo-stream's bytes) → tests
 //! (nextest when present; last, so its summary is the run's closing test line) → `cargo doc`
 //! with `-D warnings`. The embedded-model tests need its build prerequisites and the model
 //! file, so those are set up first.
@@ -82,6 +83,10 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     step("doctests", || {
         run_cmd(Command::new("cargo").args(["test", "--workspace", "--all-features", "--doc"]))
     })?;
+    step(
+        "interop: the ai npm client and headless Chromium read halo-stream",
+        crate::interop::run,
+    )?;
     step("tests", || {
         if has_nextest() {
             run_cmd(Command::new("cargo").args([
