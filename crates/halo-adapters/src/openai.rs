@@ -91,6 +91,7 @@ pub struct OpenAiCompatible {
     pub(crate) retry_min_delay: Duration,
     pub(crate) reasoning_replay: ReasoningReplay,
     pub(crate) prompt_cache_key: bool,
+    pub(crate) first_event_timeout: Option<Duration>,
 }
 
 impl fmt::Debug for OpenAiCompatible {
@@ -105,6 +106,7 @@ impl fmt::Debug for OpenAiCompatible {
             .field("timeout", &self.timeout)
             .field("reasoning_replay", &self.reasoning_replay)
             .field("prompt_cache_key", &self.prompt_cache_key)
+            .field("first_event_timeout", &self.first_event_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -400,16 +402,27 @@ impl OpenAiCompatible {
                 ModelError::Truncated(format!("the connection failed mid-stream: {why}"))
             });
             let mut events = decode_stream(reads);
-            let mut first = true;
-            while let Some(event) = events.next().await {
-                if first {
-                    first = false;
-                    tracing::debug!(
-                        provider = %self.provider,
-                        elapsed_ms = started.elapsed().as_millis() as u64,
-                        "chat completion stream: first event"
-                    );
-                }
+            let first = match self.first_event_timeout {
+                Some(limit) => match tokio::time::timeout(limit, events.next()).await {
+                    Ok(first) => first,
+                    Err(_) => {
+                        yield Err(ModelError::Transport(format!(
+                            "no stream event within {} ms of the response (the provider may be queueing the request); retry later or raise first_event_timeout",
+                            limit.as_millis()
+                        )));
+                        return;
+                    }
+                },
+                None => events.next().await,
+            };
+            tracing::debug!(
+                provider = %self.provider,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "chat completion stream: first event"
+            );
+            let rest = futures::stream::iter(first).chain(events);
+            futures::pin_mut!(rest);
+            while let Some(event) = rest.next().await {
                 match event {
                     Ok(event) => yield Ok(event),
                     Err(e) => {
@@ -470,6 +483,9 @@ impl ModelAdapter for OpenAiCompatible {
     /// - The connection failing or timing out mid-body, the body ending mid-event or before
     ///   a `finish_reason` / `[DONE]`, and DeepSeek's `insufficient_system_resource` finish
     ///   reason → [`ModelError::Truncated`] (retryable; the agent keeps nothing of the turn).
+    /// - No event within the builder's
+    ///   [`first_event_timeout`](OpenAiBuilder::first_event_timeout) of the response, however
+    ///   many keep-alive comments came → [`ModelError::Transport`] (retryable).
     /// - An error event mid-stream (`{"error": …}`, `event: error`, or old llama.cpp's
     ///   `error:` line) → the error its numeric `code` or its `type` maps to as an HTTP
     ///   status (`server_error` → [`ModelError::Server`] 500, rate limits →

@@ -220,6 +220,7 @@ pub struct OpenAiBuilder {
     reasoning_replay: ReasoningReplay,
     prompt_cache_key: bool,
     provider_name: Option<String>,
+    first_event_timeout: Option<Duration>,
 }
 
 impl fmt::Debug for OpenAiBuilder {
@@ -254,6 +255,7 @@ impl OpenAiBuilder {
             reasoning_replay: profile.default_reasoning_replay(),
             prompt_cache_key: profile == Profile::OpenAi,
             provider_name: None,
+            first_event_timeout: None,
         }
     }
 
@@ -281,6 +283,18 @@ impl OpenAiBuilder {
     /// The whole-request timeout; default [`DEFAULT_TIMEOUT`].
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Streaming only: the longest wait from the response headers to the stream's first
+    /// event (its first `data:`), which keep-alive comments do not extend. DeepSeek keeps a
+    /// queued request open with `: keep-alive` lines for up to 10 minutes
+    /// (provider-protocols §0); this bounds that wait separately from
+    /// [`timeout`](Self::timeout). Default: none (only the whole-request timeout applies).
+    /// When it expires the stream ends with [`ModelError::Transport`](halo_core::ModelError),
+    /// which is retryable, without being retried inside the call.
+    pub fn first_event_timeout(mut self, timeout: Duration) -> Self {
+        self.first_event_timeout = Some(timeout);
         self
     }
 
@@ -451,6 +465,7 @@ impl OpenAiBuilder {
             retry_min_delay: self.retry_min_delay,
             reasoning_replay: self.reasoning_replay,
             prompt_cache_key: self.prompt_cache_key,
+            first_event_timeout: self.first_event_timeout,
         })
     }
 }

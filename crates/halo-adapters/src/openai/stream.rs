@@ -13,6 +13,11 @@
 //!   `id`: a new non-empty id on an occupied index starts a new call. Arguments are
 //!   concatenated as received and never parsed here; `""` or absent stays `""` (which
 //!   [`ToolCall::arguments`](halo_core::ToolCall::arguments) reads as `{}`).
+//! - Events: [`ModelStreamEvent::ToolCallStart`] as soon as a call's name is known, with the
+//!   provider's id (or a fresh `call_halo_N` when the server sent none, as some local servers
+//!   do), then one [`ModelStreamEvent::ToolCallDelta`] per non-empty fragment; fragments
+//!   that came before the name are sent right after the start. `index` is the call's
+//!   position in the turn (0-based, in order of first appearance), not the wire `index`.
 //! - Usage comes from whichever chunk carries it: OpenAI's extra final chunk with empty
 //!   `choices` (`stream_options.include_usage`), or DeepSeek's last content chunk. A chunk
 //!   without `finish_reason` never clears one already seen.

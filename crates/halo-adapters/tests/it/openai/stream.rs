@@ -471,6 +471,31 @@ async fn retries_stop_at_the_first_byte_of_the_body() {
     server.finish();
 }
 
+#[tokio::test]
+async fn keep_alives_do_not_extend_the_first_event_timeout() {
+    // DeepSeek queueing: comments for a while, then the answer.
+    let mut pieces: Vec<Vec<u8>> = (0..150).map(|_| b": keep-alive\n\n".to_vec()).collect();
+    pieces.extend(byte_pieces(&reference_turn().body(Ending::Lf), 512));
+    let server = SplitServer::start([Reply::Pieces(pieces.clone()), Reply::Pieces(pieces)]).await;
+    let patient = deepseek(server.base_url());
+    assert_reference(&stream_call(&patient).await);
+    let impatient = OpenAiCompatible::deepseek("deepseek-chat")
+        .api_key(KEY)
+        .base_url(server.base_url())
+        .max_retries(0)
+        .first_event_timeout(Duration::from_millis(40))
+        .build()
+        .unwrap();
+    let got = stream_call(&impatient).await;
+    assert!(
+        matches!(got.error(), ModelError::Transport(m) if m.starts_with("no stream event within 40 ms")),
+        "{:?}",
+        got.error()
+    );
+    assert!(got.deltas.is_empty());
+    server.finish();
+}
+
 // ---------------------------------------------------------------------------------------
 // §2: chunk assembly, over wiremock (whole bodies) unless the split matters.
 
