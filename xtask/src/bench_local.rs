@@ -17,6 +17,7 @@ use anyhow::{Context, bail};
 /// # Errors
 /// The model cannot be fetched, or the example fails to build or run.
 pub fn run() -> anyhow::Result<()> {
+    crate::prereqs::ensure()?;
     let model = crate::model::ensure_model()?;
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()

@@ -40,6 +40,9 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
             s if s.starts_with("--") => {
                 bail!("unknown option `{s}`; usage: cargo xtask demo \"TASK\" [--dir DIR]")
             }
+            s if s.trim().is_empty() => {
+                bail!("the task is empty; say what the agent should do, in quotes")
+            }
             s if task.is_none() => task = Some(s.to_string()),
             s => bail!("unexpected argument `{s}`; put the task in quotes"),
         }
@@ -77,7 +80,8 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         .iter()
         .any(|k| std::env::var(k).is_ok_and(|v| !v.is_empty()));
     let mut cmd = Command::new("cargo");
-    cmd.args(["run", "--quiet", "-p", "coder"]);
+    // Not `--quiet`: the first run builds llama.cpp for minutes, and its progress shows that.
+    cmd.args(["run", "-p", "coder"]);
     if remote {
         cmd.arg("--no-default-features");
     } else {

@@ -44,8 +44,11 @@ pub struct AgentStats {
     pub cache_read_tokens: u64,
     /// Input tokens written to the prompt cache (where reported).
     pub cache_write_tokens: u64,
-    /// Input tokens of the calls that reported cache reads (the ratio's denominator).
+    /// Input tokens of the calls that reported both input and cache reads (the ratio's
+    /// denominator).
     pub cache_reported_input_tokens: u64,
+    /// Cache reads of those same calls (the ratio's numerator).
+    pub cache_reported_read_tokens: u64,
     /// Calls whose provider did not report cache reads.
     pub calls_without_cache_info: u64,
     /// Times the prefix fingerprint differed from the previous call's: each is one
@@ -56,12 +59,13 @@ pub struct AgentStats {
 }
 
 impl AgentStats {
-    /// `cache_read_tokens / input tokens` over the calls that reported both; 0 when none did.
+    /// Cache reads over input tokens, counting only the calls that reported both (so at most
+    /// 1); 0 when none did.
     pub fn cache_hit_ratio(&self) -> f64 {
         if self.cache_reported_input_tokens == 0 {
             0.0
         } else {
-            self.cache_read_tokens as f64 / self.cache_reported_input_tokens as f64
+            self.cache_reported_read_tokens as f64 / self.cache_reported_input_tokens as f64
         }
     }
 
@@ -73,6 +77,7 @@ impl AgentStats {
         match (usage.cache_read_tokens, usage.input_tokens) {
             (Some(read), Some(input)) => {
                 self.cache_read_tokens += read;
+                self.cache_reported_read_tokens += read;
                 self.cache_reported_input_tokens += input;
             }
             (Some(read), None) => self.cache_read_tokens += read,
@@ -225,7 +230,8 @@ impl HaloAgentBuilder {
         self
     }
 
-    /// Sets a stable session id (OpenAI `prompt_cache_key`, DeepSeek `user_id`).
+    /// Sets a stable session id, sent as OpenAI's `prompt_cache_key` (DeepSeek's `user_id`
+    /// splits its cache per user, so it is only sent when set as a body field on the adapter).
     pub fn session_id(mut self, id: impl Into<String>) -> Self {
         self.session_id = Some(id.into());
         self

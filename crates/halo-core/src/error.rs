@@ -8,8 +8,9 @@ use crate::prefix::PrefixError;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum HaloError {
-    /// The model call failed; see [`ModelError::is_retryable`].
-    #[error("model call failed: {0}")]
+    /// The model call failed; see [`ModelError::is_retryable`]. Displays as the
+    /// [`ModelError`] itself (no second copy of it in the error's source chain).
+    #[error(transparent)]
     Model(#[from] ModelError),
     /// A tool returned [`ToolError::Fatal`](crate::tool::ToolError::Fatal).
     #[error("tool `{tool}` ended the run: {message}")]

@@ -99,7 +99,7 @@ pub struct ModelRequest<'a> {
     pub history: &'a [Message],
     /// Generation options.
     pub options: &'a GenerationOptions,
-    /// A stable id for the conversation (OpenAI `prompt_cache_key`, DeepSeek `user_id`),
+    /// A stable id for the conversation (OpenAI's `prompt_cache_key`),
     /// if the caller set one.
     pub session_id: Option<&'a str>,
 }

@@ -21,8 +21,8 @@ use std::io::Write as _;
 
 use futures::StreamExt as _;
 use halo_core::{
-    AgentEvent, AssistantMessage, GenerateTextResult, GenerationOptions, HaloAgent, HaloError,
-    Message, SharedModel, ToolCall, ToolResult,
+    AgentEvent, AssistantMessage, FinishReason, GenerateTextResult, GenerationOptions, HaloAgent,
+    HaloError, Message, SharedModel, ToolCall, ToolResult,
 };
 use halo_sandbox::ContainerSandbox;
 
@@ -207,7 +207,7 @@ async fn main() -> anyhow::Result<()> {
         tools.retain(|t| SMALL_MODEL_TOOLS.contains(&t.spec().name.as_str()));
         builder = builder
             .few_shot(small_model_examples())
-            .options(GenerationOptions::default().with_max_tokens(256));
+            .options(GenerationOptions::default().with_max_tokens(96));
         println!(
             "tools: {} (read-only, for the small embedded model)",
             SMALL_MODEL_TOOLS.join(", ")
@@ -249,6 +249,9 @@ async fn main() -> anyhow::Result<()> {
             Ok(AgentEvent::StepFinish(_)) => end_text(&mut in_text),
             Ok(AgentEvent::Finish(out)) => {
                 end_text(&mut in_text);
+                if out.finish_reason() == Some(&FinishReason::Length) {
+                    println!("(the answer was cut off at the max_tokens limit)");
+                }
                 println!();
                 print_stats(&out, started);
             }

@@ -41,6 +41,16 @@ pub(crate) fn from_status(
     body: &[u8],
     secret: Option<&str>,
 ) -> ModelError {
+    // Redact the whole body before anything cuts it: a key that straddles the excerpt's end
+    // would otherwise survive in part.
+    let redacted;
+    let body = match secret {
+        Some(s) if !s.is_empty() => {
+            redacted = String::from_utf8_lossy(body).replace(s, "[redacted]");
+            redacted.as_bytes()
+        }
+        _ => body,
+    };
     let parsed: Option<Value> = serde_json::from_slice(body).ok();
     let error = parsed.as_ref().and_then(|v| v.get("error"));
     let message = redact(
@@ -88,6 +98,15 @@ pub(crate) fn from_status(
 /// maps exactly like an HTTP error ([`from_status`]). An error with neither is
 /// [`ModelError::Other`], not retried.
 pub(crate) fn in_stream(payload: &Value, secret: Option<&str>) -> ModelError {
+    // Redact before any excerpt is cut (see `from_status`).
+    let redacted: Value = match secret {
+        Some(s) if !s.is_empty() => {
+            serde_json::from_str(&payload.to_string().replace(s, "[redacted]"))
+                .unwrap_or_else(|_| payload.clone())
+        }
+        _ => payload.clone(),
+    };
+    let payload = &redacted;
     let error = match payload.get("error") {
         Some(inner) if !inner.is_null() => inner,
         _ => payload,

@@ -216,7 +216,7 @@ test('bad_arguments: arguments that are not JSON give an output-error part with 
 test('model_error: the chat client ends in the error state with the sent text, keeping the partial answer', async () => {
   const { chat, finished } = await chatTurn(await transcript('model_error'), 'What is the answer?');
   assert.equal(chat.status, 'error');
-  assert.equal(chat.error.message, 'model call failed: provider error (HTTP 503): overloaded');
+  assert.equal(chat.error.message, 'provider error (HTTP 503): overloaded');
   assert.equal(finished.isError, true);
   const answer = chat.messages[1];
   assert.deepEqual(
@@ -231,7 +231,7 @@ test('model_error: the reader reports the error part and still reaches the finis
   });
   assert.deepEqual(
     errors.map(e => e.message),
-    ['model call failed: provider error (HTTP 503): overloaded'],
+    ['provider error (HTTP 503): overloaded'],
   );
   assert.deepEqual(parts.at(-1), { type: 'finish', finishReason: 'error' });
 });
