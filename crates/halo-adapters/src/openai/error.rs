@@ -283,6 +283,9 @@ pub(crate) fn transport(
         }
         source = s.source();
     }
+    if err.is_connect() {
+        text.push_str("; check the base URL and that the server there is running");
+    }
     ModelError::Transport(redact(text, secret))
 }
 

@@ -1219,7 +1219,8 @@ async fn connection_failures_and_timeouts_are_transport_errors() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, ModelError::Transport(m) if m.contains("127.0.0.1")),
+        matches!(&err, ModelError::Transport(m)
+            if m.contains("127.0.0.1") && m.ends_with("check the base URL and that the server there is running")),
         "{err:?}"
     );
     assert!(err.is_retryable());
