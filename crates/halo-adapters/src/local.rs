@@ -166,7 +166,8 @@ pub struct LocalConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum AutoToolChoice {
-    /// The model decides: a tool-call block with calls, or the empty block and an answer.
+    /// The model decides: it answers in free text, or writes `<tool_call>`, from which point
+    /// the grammar holds it to a block of one or more valid calls.
     #[default]
     ModelDecides,
     /// When the request has tools: the step right after a user message must call a tool (as
