@@ -9,3 +9,6 @@ pub mod sse;
 
 #[cfg(feature = "local")]
 pub mod local;
+
+#[cfg(feature = "sim")]
+pub mod sim;

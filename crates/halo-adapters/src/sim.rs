@@ -1,0 +1,107 @@
+//! Provider prompt-cache simulators (feature `sim`): loopback HTTP fakes of the OpenAI,
+//! DeepSeek, Anthropic and Gemini APIs that speak each provider's wire format and compute
+//! the cached-token usage the way each provider documents it.
+//!
+//! The adapters' tests and `cargo xtask bench cache` run against them. Every simulator:
+//! - serves on `127.0.0.1:<random port>` ([`serve`]) and is given to an adapter as its base
+//!   URL;
+//! - answers from a FIFO script of [`SimReply`]s (text or tool calls), rendered in the
+//!   provider's JSON or SSE shape;
+//! - counts tokens with a real BPE tokenizer ([`count_tokens`], OpenAI's `o200k_base` via
+//!   `tiktoken-rs`), so cache figures are in tokens, not bytes;
+//! - records every request body it receives, and can be told to drop its cache
+//!   (`drop_cache`) to provoke a cache bust.
+//!
+//! The cache rules per provider live in the submodules; see
+//! `shared/reference/provider-protocols.md` for the sources.
+
+use std::net::SocketAddr;
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+pub mod anthropic;
+pub mod gemini;
+pub mod openai;
+
+/// The tokenizer every simulator counts with: OpenAI's `o200k_base`.
+fn bpe() -> &'static tiktoken_rs::CoreBPE {
+    static BPE: OnceLock<tiktoken_rs::CoreBPE> = OnceLock::new();
+    // The o200k_base ranks are compiled into tiktoken-rs; building them cannot fail.
+    BPE.get_or_init(|| tiktoken_rs::o200k_base().expect("o200k_base ranks are built in"))
+}
+
+/// The token ids of `text` under `o200k_base` (special tokens are treated as plain text).
+pub fn tokens(text: &str) -> Vec<u32> {
+    bpe().encode_ordinary(text)
+}
+
+/// The number of `o200k_base` tokens in `text`.
+pub fn count_tokens(text: &str) -> u64 {
+    tokens(text).len() as u64
+}
+
+/// One scripted model answer a simulator renders in its provider's wire format.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SimReply {
+    /// A plain text answer (finish reason "stop" / `end_turn` / `STOP`).
+    Text(String),
+    /// One or more tool calls: `(tool name, arguments object)`, in order.
+    ToolCalls(Vec<(String, Value)>),
+}
+
+impl SimReply {
+    /// A text answer.
+    pub fn text(text: impl Into<String>) -> Self {
+        SimReply::Text(text.into())
+    }
+
+    /// A single tool call.
+    pub fn tool_call(name: impl Into<String>, arguments: Value) -> Self {
+        SimReply::ToolCalls(vec![(name.into(), arguments)])
+    }
+}
+
+/// A running loopback server; the server task stops when this is dropped.
+#[derive(Debug)]
+pub struct SimServer {
+    addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl SimServer {
+    /// `http://127.0.0.1:<port>` (no trailing slash).
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for SimServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Serves `router` on `127.0.0.1` at a free port, on the current tokio runtime.
+///
+/// # Errors
+/// The IO error when no loopback port can be bound.
+pub async fn serve(router: axum::Router) -> std::io::Result<SimServer> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+    let addr = listener.local_addr()?;
+    let task = tokio::spawn(async move {
+        // The server ends only when the task is aborted (the SimServer is dropped).
+        let _ = axum::serve(listener, router).await;
+    });
+    Ok(SimServer { addr, task })
+}
+
+/// The length of the longest common prefix of two token sequences.
+pub fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}

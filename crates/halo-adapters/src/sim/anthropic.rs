@@ -1,0 +1,1 @@
+//! Placeholder: the anthropic simulator (being written).

@@ -1,0 +1,1 @@
+//! Placeholder: the gemini simulator (being written).

@@ -1,0 +1,1 @@
+//! Placeholder: the openai simulator (being written).
