@@ -15,6 +15,7 @@ use futures::{Stream, StreamExt as _};
 use tracing::{Instrument, field::Empty};
 
 use crate::error::HaloError;
+use crate::hook::{ToolCallDecision, ToolHook};
 use crate::log::{DEFAULT_LOG_CAPACITY, MessageLog};
 use crate::message::{AssistantMessage, Message, ToolCall, ToolResult};
 use crate::model::{
@@ -168,6 +169,7 @@ pub struct HaloAgentBuilder {
     max_steps: usize,
     log_capacity: usize,
     session_id: Option<String>,
+    hooks: Vec<Arc<dyn ToolHook>>,
 }
 
 impl HaloAgentBuilder {
@@ -237,6 +239,19 @@ impl HaloAgentBuilder {
         self
     }
 
+    /// Adds a tool hook; hooks run in the order they are added, around every tool call
+    /// (see [`hook`](crate::hook)). Hooks are not part of the prefix.
+    pub fn hook(mut self, hook: impl ToolHook + 'static) -> Self {
+        self.hooks.push(Arc::new(hook));
+        self
+    }
+
+    /// Adds a shared tool hook (see [`hook`](Self::hook)).
+    pub fn hook_shared(mut self, hook: Arc<dyn ToolHook>) -> Self {
+        self.hooks.push(hook);
+        self
+    }
+
     /// Builds the agent.
     pub fn build(self) -> HaloAgent {
         HaloAgent {
@@ -249,6 +264,7 @@ impl HaloAgentBuilder {
             session_id: self.session_id,
             stats: AgentStats::default(),
             last_fingerprint: None,
+            hooks: self.hooks,
         }
     }
 }
@@ -288,6 +304,7 @@ pub struct HaloAgent {
     session_id: Option<String>,
     stats: AgentStats,
     last_fingerprint: Option<Fingerprint>,
+    hooks: Vec<Arc<dyn ToolHook>>,
 }
 
 impl std::fmt::Debug for HaloAgent {
@@ -298,6 +315,7 @@ impl std::fmt::Debug for HaloAgent {
             .field("tools", &self.tools)
             .field("log_len", &self.log.len())
             .field("max_steps", &self.max_steps)
+            .field("hooks", &self.hooks.len())
             .finish_non_exhaustive()
     }
 }
@@ -318,6 +336,7 @@ impl HaloAgent {
             max_steps: DEFAULT_MAX_STEPS,
             log_capacity: DEFAULT_LOG_CAPACITY,
             session_id: None,
+            hooks: Vec::new(),
         }
     }
 
@@ -362,6 +381,17 @@ impl HaloAgent {
     /// [`HaloError::Prefix`] for a duplicate or invalid tool.
     pub fn add_tool(&mut self, tool: impl DynTool + 'static) -> Result<(), HaloError> {
         add_tool(&mut self.tools, &mut self.prefix, Arc::new(tool))
+    }
+
+    /// Adds a tool hook after the existing ones. Hooks are not part of the prefix: adding
+    /// one costs no cache miss.
+    pub fn add_hook(&mut self, hook: impl ToolHook + 'static) {
+        self.hooks.push(Arc::new(hook));
+    }
+
+    /// Removes every tool hook.
+    pub fn clear_hooks(&mut self) {
+        self.hooks.clear();
     }
 
     /// Replaces the system prompt. This changes the prefix: the next call is one cache miss.
@@ -579,17 +609,65 @@ impl HaloAgent {
             "gen_ai.tool.call.id" = call.id.as_str(),
             "halo.tool.is_error" = Empty,
         );
-        let result = self.tools.execute(call).instrument(span.clone()).await;
+        let result = self.run_hooked(call).instrument(span.clone()).await;
         match result {
             Ok(r) => {
                 span.record("halo.tool.is_error", r.is_error);
                 Ok(r)
             }
-            Err(message) => Err(HaloError::ToolFatal {
-                tool: call.name.clone(),
-                message,
-            }),
+            Err(e) => Err(e),
         }
+    }
+
+    /// The hook pipeline around one tool call (see [`crate::hook`]).
+    async fn run_hooked(&self, call: &ToolCall) -> Result<ToolResult, HaloError> {
+        let mut result = match self.tools.check(call) {
+            Err(message) => ToolResult::error(call, message),
+            Ok(mut args) => {
+                let mut denied = None;
+                for hook in &self.hooks {
+                    match hook.before_tool_call(call, &args).await {
+                        ToolCallDecision::Allow => {}
+                        ToolCallDecision::Rewrite(new_args) => {
+                            if let Err(message) = self.tools.validate(&call.name, &new_args) {
+                                denied = Some(format!(
+                                    "a tool hook rewrote the arguments into ones that do not fit: {message}"
+                                ));
+                                break;
+                            }
+                            args = new_args;
+                        }
+                        ToolCallDecision::Deny(message) => {
+                            tracing::info!(tool = %call.name, %message, "a tool hook denied the call");
+                            denied = Some(message);
+                            break;
+                        }
+                        ToolCallDecision::Abort(reason) => {
+                            tracing::info!(tool = %call.name, %reason, "a tool hook aborted the run");
+                            return Err(HaloError::Aborted {
+                                tool: call.name.clone(),
+                                reason,
+                            });
+                        }
+                    }
+                }
+                match denied {
+                    Some(message) => ToolResult::error(call, message),
+                    None => self
+                        .tools
+                        .execute_checked(call, args)
+                        .await
+                        .map_err(|message| HaloError::ToolFatal {
+                            tool: call.name.clone(),
+                            message,
+                        })?,
+                }
+            }
+        };
+        for hook in &self.hooks {
+            result = hook.after_tool_call(call, result).await;
+        }
+        Ok(result)
     }
 }
 

@@ -20,6 +20,15 @@ pub enum HaloError {
         /// What it said.
         message: String,
     },
+    /// A tool hook aborted the run before `tool` ran (a user answered "quit" to an approval
+    /// prompt, a policy stopped the session). The step with that tool call is not logged.
+    #[error("the run was aborted at tool `{tool}`: {reason}")]
+    Aborted {
+        /// The tool whose call was stopped.
+        tool: String,
+        /// The hook's reason.
+        reason: String,
+    },
     /// The run used `max_steps` model calls and the model still wanted tools. `partial`
     /// holds every completed step; the log holds them too.
     #[error(

@@ -44,10 +44,12 @@
 
 pub mod agent;
 pub mod error;
+pub mod hook;
 pub mod log;
 pub mod message;
 pub mod model;
 pub mod prefix;
+pub mod sandbox;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tool;
@@ -56,6 +58,7 @@ pub use agent::{
     AgentEvent, AgentStats, GenerateTextResult, HaloAgent, HaloAgentBuilder, StepResult,
 };
 pub use error::HaloError;
+pub use hook::{ToolCallDecision, ToolHook};
 pub use log::MessageLog;
 pub use message::{AssistantMessage, ContentPart, Message, Reasoning, ToolCall, ToolResult};
 pub use model::{
@@ -63,4 +66,5 @@ pub use model::{
     ModelRequest, ModelResponse, ModelStreamEvent, ResponseFormat, SharedModel, ToolChoice, Usage,
 };
 pub use prefix::{Fingerprint, PrefixError, SkillMeta, StablePrefix, ToolSpec};
+pub use sandbox::{DynSandbox, Sandbox, SandboxError, SandboxPath, SharedSandbox};
 pub use tool::{DynTool, NoArgs, Tool, ToolError, ToolOutput, ToolRegistry};

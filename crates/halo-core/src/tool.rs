@@ -229,27 +229,43 @@ impl ToolRegistry {
     /// # Errors
     /// The error text the model should read.
     pub fn check(&self, call: &ToolCall) -> Result<Value, String> {
-        let Some(reg) = self.tools.get(&call.name) else {
-            let names: Vec<&str> = self.names().collect();
-            return Err(format!(
-                "unknown tool `{}`; the available tools are: {}",
-                call.name,
-                if names.is_empty() {
-                    "(none)".to_string()
-                } else {
-                    names.join(", ")
-                }
-            ));
-        };
         let args = call.arguments().map_err(|e| {
-            format!(
-                "the arguments of `{}` are not valid JSON ({e}); call it again with a JSON object",
-                call.name
-            )
+            if self.tools.contains_key(&call.name) {
+                format!(
+                    "the arguments of `{}` are not valid JSON ({e}); call it again with a JSON object",
+                    call.name
+                )
+            } else {
+                self.unknown(&call.name)
+            }
         })?;
+        self.validate(&call.name, &args)?;
+        Ok(args)
+    }
+
+    fn unknown(&self, name: &str) -> String {
+        let names: Vec<&str> = self.names().collect();
+        format!(
+            "unknown tool `{name}`; the available tools are: {}",
+            if names.is_empty() {
+                "(none)".to_string()
+            } else {
+                names.join(", ")
+            }
+        )
+    }
+
+    /// Validates parsed arguments against the schema of the tool `name`.
+    ///
+    /// # Errors
+    /// The error text the model should read: an unknown tool, or the first five schema errors.
+    pub fn validate(&self, name: &str, args: &Value) -> Result<(), String> {
+        let Some(reg) = self.tools.get(name) else {
+            return Err(self.unknown(name));
+        };
         let errors: Vec<String> = reg
             .validator
-            .iter_errors(&args)
+            .iter_errors(args)
             .take(5)
             .map(|e| {
                 let at = e.instance_path().to_string();
@@ -262,12 +278,11 @@ impl ToolRegistry {
             .collect();
         if !errors.is_empty() {
             return Err(format!(
-                "the arguments of `{}` do not match its schema: {}; call it again with arguments that do",
-                call.name,
+                "the arguments of `{name}` do not match its schema: {}; call it again with arguments that do",
                 errors.join("; ")
             ));
         }
-        Ok(args)
+        Ok(())
     }
 
     /// Runs a call: checks it, runs the tool, and returns the result the model reads.
@@ -275,15 +290,24 @@ impl ToolRegistry {
     /// # Errors
     /// Only [`ToolError::Fatal`], as its message; every other failure is an error result.
     pub async fn execute(&self, call: &ToolCall) -> Result<ToolResult, String> {
-        let args = match self.check(call) {
-            Ok(a) => a,
-            Err(msg) => return Ok(ToolResult::error(call, msg)),
-        };
+        match self.check(call) {
+            Ok(args) => self.execute_checked(call, args).await,
+            Err(msg) => Ok(ToolResult::error(call, msg)),
+        }
+    }
+
+    /// Runs a call with arguments already checked (by [`check`](Self::check) or
+    /// [`validate`](Self::validate)); the tool hooks run between the two.
+    ///
+    /// # Errors
+    /// Only [`ToolError::Fatal`], as its message; every other failure is an error result.
+    pub async fn execute_checked(
+        &self,
+        call: &ToolCall,
+        args: Value,
+    ) -> Result<ToolResult, String> {
         let Some(reg) = self.tools.get(&call.name) else {
-            return Ok(ToolResult::error(
-                call,
-                format!("unknown tool `{}`", call.name),
-            ));
+            return Ok(ToolResult::error(call, self.unknown(&call.name)));
         };
         match reg.tool.call_json(args).await {
             Ok(out) => Ok(ToolResult {
