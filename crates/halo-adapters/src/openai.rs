@@ -44,7 +44,7 @@
 //! ```
 
 mod config;
-mod error;
+pub(crate) mod error;
 mod request;
 mod response;
 mod stream;
