@@ -47,6 +47,7 @@
 //! ```
 
 mod error;
+pub mod policy;
 mod sandbox;
 mod text;
 mod tools;
