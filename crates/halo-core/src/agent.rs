@@ -16,6 +16,7 @@ use tracing::{Instrument, field::Empty};
 
 use crate::error::HaloError;
 use crate::hook::{ToolCallDecision, ToolHook};
+use crate::ledger::{CacheCheck, CacheLedger};
 use crate::log::{DEFAULT_LOG_CAPACITY, MessageLog};
 use crate::message::{AssistantMessage, Message, ToolCall, ToolResult};
 use crate::model::{
@@ -57,6 +58,11 @@ pub struct AgentStats {
     pub prefix_fingerprint_changes: u64,
     /// Tool calls executed.
     pub tool_calls: u64,
+    /// Input tokens the [`CacheLedger`] expected the provider to read from its cache, summed
+    /// over the calls where it could estimate them.
+    pub expected_cached_tokens: u64,
+    /// Calls the ledger judged a cache bust ([`AgentEvent::CacheBust`]).
+    pub cache_busts: u64,
 }
 
 impl AgentStats {
@@ -100,6 +106,8 @@ pub struct StepResult {
     pub tool_results: Vec<ToolResult>,
     /// The prefix fingerprint the call was made with.
     pub prefix_fingerprint: Fingerprint,
+    /// The ledger's check of the call's prompt-cache reads.
+    pub cache: CacheCheck,
 }
 
 /// What [`HaloAgent::generate_text`] returns.
@@ -152,6 +160,9 @@ pub enum AgentEvent {
     },
     /// A complete tool call, about to run (its arguments are parsed once, here).
     ToolCall(ToolCall),
+    /// The provider read far less from its prompt cache than the request shares with the
+    /// previous one (see [`CacheLedger`]); sent after the model call, before its tool calls.
+    CacheBust(Box<CacheCheck>),
     /// A tool finished; the model reads this result in the next step.
     ToolResult(ToolResult),
     /// A step is complete and logged: its turn, finish reason, usage and results.
@@ -265,6 +276,7 @@ impl HaloAgentBuilder {
             stats: AgentStats::default(),
             last_fingerprint: None,
             hooks: self.hooks,
+            ledger: CacheLedger::default(),
         }
     }
 }
@@ -305,6 +317,7 @@ pub struct HaloAgent {
     stats: AgentStats,
     last_fingerprint: Option<Fingerprint>,
     hooks: Vec<Arc<dyn ToolHook>>,
+    ledger: CacheLedger,
 }
 
 impl std::fmt::Debug for HaloAgent {
@@ -363,6 +376,12 @@ impl HaloAgent {
     /// The counters over every run of this agent.
     pub fn stats(&self) -> AgentStats {
         self.stats
+    }
+
+    /// The predicted-miss ledger: expected against reported cache reads for every call
+    /// (the last [`LEDGER_CAPACITY`](crate::ledger::LEDGER_CAPACITY)).
+    pub fn cache_ledger(&self) -> &CacheLedger {
+        &self.ledger
     }
 
     /// The generation options.
@@ -512,6 +531,7 @@ impl HaloAgent {
                 self.last_fingerprint = Some(fingerprint);
 
                 let history = self.log.to_vec();
+                let planned = CacheLedger::plan(&self.prefix, &history);
                 let step_span = tracing::info_span!("step", "halo.step" = step_no);
                 let chat_span = chat_span(&*self.model, &step_span);
                 let request = ModelRequest {
@@ -563,6 +583,20 @@ impl HaloAgent {
                 drop(chat_span);
                 run_stats.record(&response.usage);
                 self.stats.record(&response.usage);
+                let cache = self.ledger.record(planned, &response.usage);
+                let expected = cache.expected_cached_tokens.unwrap_or(0);
+                run_stats.expected_cached_tokens += expected;
+                self.stats.expected_cached_tokens += expected;
+                if let crate::ledger::CacheVerdict::Bust { cause } = &cache.verdict {
+                    run_stats.cache_busts += 1;
+                    self.stats.cache_busts += 1;
+                    tracing::warn!(
+                        "halo.cache.expected_tokens" = expected,
+                        "halo.cache.read_tokens" = cache.observed_cached_tokens.unwrap_or(0),
+                        "prompt-cache bust: {cause}"
+                    );
+                    yield AgentEvent::CacheBust(Box::new(cache.clone()));
+                }
 
                 for call in &response.message.tool_calls {
                     yield AgentEvent::ToolCall(call.clone());
@@ -585,6 +619,7 @@ impl HaloAgent {
                     usage: response.usage,
                     tool_results: results,
                     prefix_fingerprint: fingerprint,
+                    cache,
                 };
                 let done = step.message.tool_calls.is_empty();
                 drop(step_span);

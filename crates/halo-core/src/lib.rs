@@ -45,6 +45,7 @@
 pub mod agent;
 pub mod error;
 pub mod hook;
+pub mod ledger;
 pub mod log;
 pub mod message;
 pub mod model;
@@ -59,6 +60,7 @@ pub use agent::{
 };
 pub use error::HaloError;
 pub use hook::{ToolCallDecision, ToolHook};
+pub use ledger::{CacheCheck, CacheLedger, CacheVerdict};
 pub use log::MessageLog;
 pub use message::{AssistantMessage, ContentPart, Message, Reasoning, ToolCall, ToolResult};
 pub use model::{
