@@ -307,9 +307,14 @@ pub struct ExecRequest {
 pub struct ExecOutput {
     /// The exit code; `None` when the command was killed by a signal or timed out.
     pub exit_code: Option<i32>,
+    /// The signal that ended the command (`9` for `SIGKILL`) when a signal did and the
+    /// timeout did not; `None` otherwise.
+    pub signal: Option<i32>,
     /// Whether the timeout killed the process group.
     pub timed_out: bool,
-    /// Standard output, cut to the limit on UTF-8 character boundaries.
+    /// Standard output, cut to the limit on UTF-8 character boundaries: when bytes were
+    /// dropped, the kept head and tail (at most `output_limit / 2` bytes each) joined by a
+    /// line `[... N bytes omitted ...]`.
     pub stdout: String,
     /// Standard error, cut likewise.
     pub stderr: String,
