@@ -3,7 +3,9 @@
 //! Model adapters for Halo agents: the OpenAI-compatible chat-completions dialect with
 //! OpenAI and DeepSeek profiles (and any compatible server by base URL), and, with the
 //! `local` feature, an embedded llama.cpp model that keeps its KV cache between calls.
+//! [`anthropic`] speaks Anthropic's Messages API and places its `cache_control` breakpoints.
 
+pub mod anthropic;
 pub mod openai;
 pub mod sse;
 

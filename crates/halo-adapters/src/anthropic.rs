@@ -1,0 +1,421 @@
+//! Anthropic's Messages API, plain and streaming, with explicit prompt-cache breakpoints.
+//!
+//! [`AnthropicAdapter`] implements [`ModelAdapter`] over `POST {base_url}/v1/messages`
+//! (<https://platform.claude.com/docs/en/api/messages>) with the `x-api-key` and
+//! `anthropic-version: 2023-06-01` headers: `generate` reads one `message`; `stream` sends
+//! `stream: true` and decodes the named server-sent events ([`decode_stream`], over the
+//! shared [`sse`](crate::sse) layer).
+//!
+//! Anthropic caches only up to the `cache_control` markers a request carries, so this
+//! adapter places them ([`CacheMode`]; the planner is [`plan_breakpoints`]):
+//! - by default, explicit breakpoints on the end of the stable prefix (tools → system →
+//!   few-shot turns) and on the newest message, plus one on the previous request's end
+//!   when the 20-block lookback cannot reach it; none on a prefix shorter than the model's
+//!   minimum cacheable length ([`min_cacheable_tokens`]);
+//! - or Anthropic's automatic caching (one top-level `cache_control`), or nothing.
+//!
+//! | | Anthropic | Halo |
+//! |---|---|---|
+//! | input | `input_tokens` (uncached, after the last breakpoint) | `input_tokens` = that + cache reads + cache writes |
+//! | cache reads | `cache_read_input_tokens` | `cache_read_tokens` |
+//! | cache writes | `cache_creation_input_tokens` | `cache_write_tokens` |
+//! | reasoning | `thinking` / `redacted_thinking` blocks | [`Reasoning`](halo_core::Reasoning) with the signature, replayed verbatim |
+//! | tool results | `tool_result` blocks in the next user message | one [`ToolResult`](halo_core::ToolResult) message each |
+//!
+//! How messages map (role alternation, tool-result grouping, thinking replay) is described
+//! in the `request` module's source and on [`AnthropicAdapter::request_body`].
+//!
+//! Errors map to [`ModelError`] by HTTP status (see [`AnthropicAdapter::generate`]); 429,
+//! 5xx and 529 (`overloaded_error`) are retried with exponential backoff through [`backon`],
+//! honouring `retry-after` up to [`MAX_RETRY_DELAY`]. The API key lives in a
+//! [`secrecy::SecretString`] and never appears in `Debug` output, logs or errors.
+//!
+//! ```no_run
+//! use halo_adapters::anthropic::AnthropicAdapter;
+//! use halo_core::HaloAgent;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! // ANTHROPIC_API_KEY (required), ANTHROPIC_BASE_URL and ANTHROPIC_MODEL (optional).
+//! let model = AnthropicAdapter::from_env()?;
+//! let mut agent = HaloAgent::builder(model).system("You are terse.").build();
+//! let out = agent.generate_text("Say hi.").await?;
+//! println!(
+//!     "{} ({} cached tokens read, {} written)",
+//!     out.text, out.stats.cache_read_tokens, out.stats.cache_write_tokens
+//! );
+//! # Ok(()) }
+//! ```
+
+mod cache;
+mod config;
+mod error;
+mod request;
+mod response;
+mod stream;
+
+use std::fmt;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use backon::{ExponentialBuilder, Retryable};
+use futures::{StreamExt as _, TryStreamExt as _};
+use halo_core::{
+    ModelAdapter, ModelError, ModelEventStream, ModelRequest, ModelResponse, model::response_events,
+};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::{Map, Value};
+
+pub use crate::openai::{ConfigError, MAX_RETRY_DELAY};
+pub use cache::{
+    BlockLayout, Breakpoint, BreakpointPolicy, CacheMode, CacheTtl, DEFAULT_MIN_CACHEABLE_TOKENS,
+    LOOKBACK_BLOCKS, MAX_BREAKPOINTS, MIN_CACHEABLE_TOKENS, estimate_tokens, min_cacheable_tokens,
+    plan_breakpoints,
+};
+pub use config::{
+    ANTHROPIC_DEFAULT_BASE_URL, ANTHROPIC_DEFAULT_MODEL, ANTHROPIC_VERSION, API_KEY_VAR,
+    AnthropicBuilder, BASE_URL_VAR, DEFAULT_MAX_TOKENS, EXTENDED_CACHE_TTL_BETA, MODEL_VAR,
+};
+pub use request::{RAW_ARGUMENTS_KEY, REDACTED_THINKING_PREFIX};
+pub use stream::decode_stream;
+
+/// The provider name in tracing (`gen_ai.system`).
+pub const PROVIDER: &str = "anthropic";
+
+/// A Claude model behind Anthropic's Messages API (or a gateway speaking it).
+///
+/// Construct it with [`builder`](Self::builder) or [`from_env`](Self::from_env). Cheap to
+/// clone; one HTTP connection pool per adapter (clones share it).
+#[derive(Clone)]
+pub struct AnthropicAdapter {
+    pub(crate) model: String,
+    pub(crate) endpoint: reqwest::Url,
+    pub(crate) api_key: SecretString,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Map<String, Value>,
+    pub(crate) client: reqwest::Client,
+    pub(crate) timeout: Duration,
+    pub(crate) max_retries: u32,
+    pub(crate) retry_min_delay: Duration,
+    pub(crate) max_tokens: u32,
+    pub(crate) cache_mode: CacheMode,
+    pub(crate) min_cacheable_tokens: u64,
+}
+
+impl fmt::Debug for AnthropicAdapter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AnthropicAdapter")
+            .field("model", &self.model)
+            .field("endpoint", &self.endpoint.as_str())
+            .field("api_key", &"[redacted]")
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("max_tokens", &self.max_tokens)
+            .field("cache_mode", &self.cache_mode)
+            .field("min_cacheable_tokens", &self.min_cacheable_tokens)
+            .field("max_retries", &self.max_retries)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AnthropicAdapter {
+    /// A builder for this model id; set the key with [`AnthropicBuilder::api_key`] or
+    /// [`AnthropicBuilder::env`].
+    pub fn builder(model: impl Into<String>) -> AnthropicBuilder {
+        AnthropicBuilder::new(model.into())
+    }
+
+    /// From the environment: `ANTHROPIC_API_KEY` (required), `ANTHROPIC_BASE_URL`
+    /// (optional, default [`ANTHROPIC_DEFAULT_BASE_URL`]) and `ANTHROPIC_MODEL` (optional,
+    /// default [`ANTHROPIC_DEFAULT_MODEL`]); everything else at its default.
+    ///
+    /// # Errors
+    /// [`ConfigError::MissingEnv`] when `ANTHROPIC_API_KEY` is unset or empty; the
+    /// [`AnthropicBuilder::build`] errors.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_env_with(|v| std::env::var(v).ok())
+    }
+
+    /// [`from_env`](Self::from_env) with the variables read through `lookup`.
+    ///
+    /// # Errors
+    /// As [`from_env`](Self::from_env).
+    pub fn from_env_with(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        Self::builder(ANTHROPIC_DEFAULT_MODEL)
+            .model_from_env(&lookup)
+            .env_from(&lookup)?
+            .build()
+    }
+
+    /// The full URL requests go to (`{base_url}/v1/messages`).
+    pub fn endpoint(&self) -> &str {
+        self.endpoint.as_str()
+    }
+
+    /// The cache mode requests are built with.
+    pub fn cache_mode(&self) -> CacheMode {
+        self.cache_mode
+    }
+
+    /// The minimum cacheable length, in tokens, the breakpoint planner uses.
+    pub fn min_cacheable_tokens(&self) -> u64 {
+        self.min_cacheable_tokens
+    }
+
+    /// The exact body bytes [`generate`](ModelAdapter::generate) would send for `request`
+    /// (compact JSON), cache markers included. Useful to check cache stability without a
+    /// server.
+    ///
+    /// The mapping: `tools` with `input_schema`; `system` as text blocks (the prefix's
+    /// system text, then few-shot `System` messages); the few-shot turns and the history
+    /// as alternating `user` / `assistant` messages (same-role neighbours merged), each run
+    /// of tool results as `tool_result` blocks (call order, `is_error` kept) at the start
+    /// of the next user message; thinking blocks replayed before the text and `tool_use`
+    /// blocks of their turn, and a turn that would hold only thinking left out;
+    /// `max_tokens` from the options or the builder's default; `tool_choice` only when not
+    /// `auto`; a JSON Schema response format as `output_config.format`; `stop` as
+    /// `stop_sequences`; `seed` is not sent (the API has none).
+    ///
+    /// # Errors
+    /// [`ModelError::Unsupported`] for a request with no message to send, or a JSON
+    /// response format without a schema.
+    pub fn request_body(&self, request: &ModelRequest<'_>) -> Result<Vec<u8>, ModelError> {
+        self.body_bytes(request, false)
+    }
+
+    fn body_bytes(&self, request: &ModelRequest<'_>, stream: bool) -> Result<Vec<u8>, ModelError> {
+        let cfg = request::RequestConfig {
+            model: &self.model,
+            max_tokens: self.max_tokens,
+            cache_mode: self.cache_mode,
+            min_cacheable_tokens: self.min_cacheable_tokens,
+            extra: &self.body,
+        };
+        let body = request::build(cfg, request, stream)?;
+        serde_json::to_vec(&body)
+            .map_err(|e| ModelError::Other(format!("cannot serialize the request body: {e}")))
+    }
+
+    fn secret(&self) -> Option<&str> {
+        Some(self.api_key.expose_secret())
+    }
+
+    /// One POST of `body`. A non-2xx answer is read whole and mapped to its error; a 2xx
+    /// answer is returned with its body unread.
+    async fn send(
+        &self,
+        body: &[u8],
+        accept: &'static str,
+    ) -> Result<reqwest::Response, ModelError> {
+        let mut key = HeaderValue::from_str(self.api_key.expose_secret())
+            .map_err(|_| ModelError::Other("the API key is not a valid header value".into()))?;
+        key.set_sensitive(true);
+        let builder = self
+            .client
+            .post(self.endpoint.clone())
+            .headers(self.headers.clone())
+            .header(HeaderName::from_static("x-api-key"), key)
+            .header(
+                HeaderName::from_static("anthropic-version"),
+                HeaderValue::from_static(ANTHROPIC_VERSION),
+            )
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+            .header(ACCEPT, HeaderValue::from_static(accept))
+            .body(body.to_vec());
+        tracing::debug!(
+            provider = PROVIDER,
+            model = %self.model,
+            url = %self.endpoint,
+            request_bytes = body.len(),
+            "messages request"
+        );
+        let response = builder
+            .send()
+            .await
+            .map_err(|e| crate::openai::error::transport(&e, self.timeout, self.secret()))?;
+        let status = response.status().as_u16();
+        if (200..300).contains(&status) {
+            return Ok(response);
+        }
+        let headers = response.headers().clone();
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| crate::openai::error::transport(&e, self.timeout, self.secret()))?;
+        tracing::debug!(
+            provider = PROVIDER,
+            status,
+            response_bytes = bytes.len(),
+            "messages error response"
+        );
+        Err(error::from_status(status, &headers, &bytes, self.secret()))
+    }
+
+    /// One attempt: POST the body, read and map the answer.
+    async fn send_once(&self, body: &[u8]) -> Result<ModelResponse, ModelError> {
+        let started = Instant::now();
+        let response = self.send(body, "application/json").await?;
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| crate::openai::error::transport(&e, self.timeout, self.secret()))?;
+        tracing::debug!(
+            provider = PROVIDER,
+            response_bytes = bytes.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "messages response"
+        );
+        response::parse(&bytes, self.secret())
+    }
+
+    /// `operation` with the adapter's retry policy: retryable errors are tried again up to
+    /// `max_retries` times, waiting the provider's `retry-after` or an exponential backoff.
+    async fn with_retries<T, F, Fut>(&self, operation: F) -> Result<T, ModelError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, ModelError>>,
+    {
+        let backoff = ExponentialBuilder::default()
+            .with_min_delay(self.retry_min_delay)
+            .with_max_delay(MAX_RETRY_DELAY)
+            .with_max_times(self.max_retries as usize)
+            .with_jitter();
+        operation
+            .retry(backoff)
+            .when(ModelError::is_retryable)
+            .adjust(retry_wait)
+            .notify(|err, wait| {
+                tracing::warn!(
+                    provider = PROVIDER,
+                    error = %err,
+                    wait_ms = wait.as_millis() as u64,
+                    "retrying messages request"
+                );
+            })
+            .await
+    }
+
+    /// The streaming call: open the stream (with retries, which end at the first byte of a
+    /// 2xx body), then decode it.
+    fn stream_events<'a>(&'a self, body: Vec<u8>) -> ModelEventStream<'a> {
+        Box::pin(async_stream::stream! {
+            let opened = self
+                .with_retries(|| self.send(&body, "text/event-stream"))
+                .await;
+            let response = match opened {
+                Ok(r) => r,
+                Err(e) => {
+                    yield Err(e);
+                    return;
+                }
+            };
+            let is_json = response
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.trim_start().starts_with("application/json"));
+            if is_json {
+                // A gateway that ignored `stream: true` answered with one message.
+                let parsed = match response.bytes().await {
+                    Ok(b) => response::parse(&b, self.secret()),
+                    Err(e) => Err(crate::openai::error::transport(&e, self.timeout, self.secret())),
+                };
+                match parsed {
+                    Ok(turn) => {
+                        for event in response_events(turn) {
+                            yield Ok(event);
+                        }
+                    }
+                    Err(e) => yield Err(e),
+                }
+                return;
+            }
+            let timeout = self.timeout;
+            let secret = self.secret();
+            let reads = response.bytes_stream().map_err(move |e| {
+                let why = match crate::openai::error::transport(&e, timeout, secret) {
+                    ModelError::Transport(m) => m,
+                    other => other.to_string(),
+                };
+                ModelError::Truncated(format!("the connection failed mid-stream: {why}"))
+            });
+            let mut events = stream::decode_with(reads, secret);
+            while let Some(event) = events.next().await {
+                let failed = event.is_err();
+                yield event;
+                if failed {
+                    return;
+                }
+            }
+        })
+    }
+}
+
+impl ModelAdapter for AnthropicAdapter {
+    fn provider(&self) -> &str {
+        PROVIDER
+    }
+
+    fn model_name(&self) -> &str {
+        &self.model
+    }
+
+    /// Sends one Messages request, retrying retryable failures.
+    ///
+    /// # Errors
+    /// - HTTP 400, 404, 413 → [`ModelError::InvalidRequest`]; 401, 403 →
+    ///   [`ModelError::Authentication`]; 402 → [`ModelError::InsufficientBalance`]; none is
+    ///   retried.
+    /// - HTTP 429 → [`ModelError::RateLimited`]; 500, 502, 503, 504, 529 →
+    ///   [`ModelError::Server`]; both carry the `retry-after` delay and are retried up to
+    ///   `max_retries` times first. Other statuses → [`ModelError::Http`].
+    /// - No HTTP answer (refused, reset, timed out) → [`ModelError::Transport`], retried.
+    /// - A 2xx body that is not a message → [`ModelError::InvalidResponse`]; a 2xx body
+    ///   holding an error → the error its `error.type` maps to.
+    /// - Content that cannot be sent → [`ModelError::Unsupported`] (see
+    ///   [`request_body`](Self::request_body)).
+    ///
+    /// Messages hold Anthropic's `error.message` and `error.type`, at most
+    /// [`MAX_EXCERPT_BYTES`](crate::openai::MAX_EXCERPT_BYTES) of it, and never the API key.
+    ///
+    /// # Cancel safety
+    /// Dropping the future abandons the request (and any backoff wait); nothing is kept.
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        let body = self.body_bytes(&request, false)?;
+        let body = body.as_slice();
+        self.with_retries(|| self.send_once(body)).await
+    }
+
+    /// Streams one Messages request (`stream: true`): text, thinking and tool-call deltas as
+    /// they arrive, then the assembled turn, equal to what [`generate`](Self::generate)
+    /// returns for the same content (see [`decode_stream`] for how events are read).
+    ///
+    /// Retries follow `generate`'s policy but stop at the first byte of a 2xx body: once the
+    /// stream has begun, a failure is returned, never retried behind the caller's back.
+    ///
+    /// # Errors
+    /// - Before the stream: exactly those of [`generate`](Self::generate).
+    /// - The connection failing mid-body, or the body ending before `message_stop` and a
+    ///   `stop_reason` → [`ModelError::Truncated`] (retryable; the agent keeps nothing).
+    /// - An `error` event → the error its `error.type` maps to: `overloaded_error` →
+    ///   [`ModelError::Server`] 529 (retryable), `rate_limit_error` →
+    ///   [`ModelError::RateLimited`], `invalid_request_error` →
+    ///   [`ModelError::InvalidRequest`], an unknown type → [`ModelError::Other`].
+    /// - Data that is not JSON → [`ModelError::InvalidResponse`].
+    ///
+    /// # Cancel safety
+    /// Dropping the stream closes the connection; nothing is kept.
+    fn stream<'a>(&'a self, request: ModelRequest<'a>) -> ModelEventStream<'a> {
+        match self.body_bytes(&request, true) {
+            Ok(body) => self.stream_events(body),
+            Err(e) => Box::pin(futures::stream::once(async move { Err(e) })),
+        }
+    }
+}
+
+/// The wait before the next attempt: `None` when backon has no retry left, else the
+/// provider's `retry-after` (capped at [`MAX_RETRY_DELAY`]) or, without one, the backoff
+/// delay.
+fn retry_wait(err: &ModelError, backoff_delay: Option<Duration>) -> Option<Duration> {
+    backoff_delay.map(|d| err.retry_after().map_or(d, |r| r.min(MAX_RETRY_DELAY)))
+}
