@@ -1,0 +1,613 @@
+//! Gemini's `generateContent` API, plain and streaming, with its explicit prompt cache
+//! (`cachedContents`) managed per stable prefix.
+//!
+//! [`GeminiAdapter`] implements [`ModelAdapter`] over the Gemini Developer API
+//! (<https://ai.google.dev/api/generate-content>): `generate` posts
+//! `/v1beta/models/{model}:generateContent`, `stream` posts
+//! `:streamGenerateContent?alt=sse` and decodes the chunks ([`decode_stream`], over the
+//! shared [`sse`](crate::sse) layer). The API key goes in the `x-goog-api-key` header,
+//! never in the URL, so it cannot leak into a logged URL; it lives in a
+//! [`secrecy::SecretString`] and never appears in `Debug` output, logs or errors.
+//!
+//! # Mapping
+//! The stable prefix's system text is `systemInstruction`, its tools one
+//! `tools[{functionDeclarations}]` entry (schemas through [`sanitize_schema`]), its
+//! few-shot turns the first `contents`; the history follows as `user` / `model` contents.
+//! Tool results are `functionResponse` parts grouped into one `user` content in call order.
+//! Function calls without an `id` (the API's usual answer) get an internal id that is never
+//! sent back; `thoughtSignature`s are replayed on the part they came with; `thought` parts
+//! are reasoning. The details are in the `request` and `response` module docs.
+//!
+//! # The cache
+//! Gemini caches a prompt prefix implicitly on 2.5 and newer models (no guarantee, no
+//! control), and explicitly in a `cachedContents` object that owns the system instruction,
+//! the tools, the tool config and leading contents
+//! (<https://ai.google.dev/gemini-api/docs/caching>). With [`explicit_cache`] on (the
+//! default) the adapter keeps one such object per [`StablePrefix`](halo_core::StablePrefix),
+//! keyed by its [`fingerprint`](halo_core::StablePrefix::fingerprint) (and the tool choice):
+//!
+//! 1. **Below the minimum** — the prefix's estimated size (its JSON bytes / 4) is under the
+//!    model's minimum ([`min_cache_tokens`], overridable): every request carries the whole
+//!    prefix and relies on implicit caching.
+//! 2. **Create** — otherwise the first request creates `POST /v1beta/cachedContents` with
+//!    `systemInstruction`, `tools`, `toolConfig`, the few-shot `contents` and
+//!    `ttl` ([`cache_ttl`], default one hour). Requests then carry
+//!    `"cachedContent": "cachedContents/…"` and only the history; they must not set
+//!    `systemInstruction`, `tools` or `toolConfig` themselves.
+//! 3. **Reuse** — while the fingerprint is unchanged, every request names the same object.
+//!    Concurrent requests of one adapter wait for the first one's create (the state is
+//!    behind an async mutex): one prefix, one object.
+//! 4. **Refresh** — when less than [`cache_refresh_margin`] of the TTL is left, the next
+//!    request first extends it (`PATCH /v1beta/{name}?updateMask=ttl`).
+//! 5. **Replace** — a new fingerprint (a tool added, the system prompt edited) creates a new
+//!    object and deletes the old one (`DELETE`, best effort: it expires anyway).
+//! 6. **Recreate** — when the API answers that the named cached content expired or is gone
+//!    (HTTP 400, 403 or 404 whose message names the cached content, such as `403
+//!    CachedContent not found (or permission denied)`, the wording observed in client
+//!    libraries), the adapter creates a new object once and retries the request once.
+//! 7. **Too small** — if the API refuses the create (`400 Cached content is too small`), that
+//!    prefix is sent in full from then on.
+//!
+//! Creating or refreshing failing for any other reason is logged and the request goes out
+//! with its prefix in full: the explicit cache saves money, it is never why a call fails.
+//! An adapter tracks one object at a time, so give agents with different prefixes their own
+//! adapters. Call [`delete_cached_content`](GeminiAdapter::delete_cached_content) at the end
+//! of a session to stop paying storage before the TTL runs out.
+//!
+//! # Usage
+//! `usageMetadata` normalized: `input_tokens` = `promptTokenCount` (cached included),
+//! `cache_read_tokens` = `cachedContentTokenCount`, `output_tokens` =
+//! `candidatesTokenCount` + `thoughtsTokenCount`, `reasoning_tokens` =
+//! `thoughtsTokenCount`. Gemini reports no cache writes; `cache_write_tokens` is the new
+//! object's token count on a call that created one, else `None`.
+//!
+//! # Errors
+//! `{"error":{"code","message","status","details"}}` bodies map to [`ModelError`] by
+//! status (see [`GeminiAdapter::generate`]); 429 and 5xx are retried through [`backon`],
+//! waiting the `google.rpc.RetryInfo.retryDelay` of the body up to [`MAX_RETRY_DELAY`].
+//!
+//! [`explicit_cache`]: GeminiBuilder::explicit_cache
+//! [`cache_ttl`]: GeminiBuilder::cache_ttl
+//! [`cache_refresh_margin`]: GeminiBuilder::cache_refresh_margin
+//!
+//! ```no_run
+//! use halo_adapters::gemini::GeminiAdapter;
+//! use halo_core::HaloAgent;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! // GEMINI_API_KEY (required), GEMINI_BASE_URL and GEMINI_MODEL (optional).
+//! let model = GeminiAdapter::from_env()?;
+//! let mut agent = HaloAgent::builder(model).system("You are terse.").build();
+//! let out = agent.generate_text("Say hi.").await?;
+//! println!("{} ({} cached tokens)", out.text, out.stats.cache_read_tokens);
+//! # Ok(()) }
+//! ```
+
+mod cache;
+mod config;
+mod error;
+mod request;
+mod response;
+mod schema;
+mod stream;
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+
+use backon::{ExponentialBuilder, Retryable};
+use futures::{StreamExt as _, TryStreamExt as _};
+use halo_core::{
+    ModelAdapter, ModelError, ModelEventStream, ModelRequest, ModelResponse, ModelStreamEvent,
+    Usage,
+};
+use reqwest::Method;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
+use secrecy::{ExposeSecret, SecretString};
+
+pub use config::{
+    Clock, ConfigError, DEFAULT_CACHE_REFRESH_MARGIN, DEFAULT_CACHE_TTL, DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_MAX_RETRIES, DEFAULT_RETRY_MIN_DELAY, DEFAULT_TIMEOUT, GEMINI_API_KEY_VAR,
+    GEMINI_BASE_URL_VAR, GEMINI_DEFAULT_BASE_URL, GEMINI_DEFAULT_MODEL, GEMINI_MODEL_VAR,
+    GeminiBuilder, MAX_RETRY_DELAY, min_cache_tokens,
+};
+pub use schema::sanitize_schema;
+pub use stream::decode_stream;
+
+use cache::{CacheKey, CacheState, CacheUse, estimate_tokens};
+use config::Endpoints;
+use request::{Prefix, RequestConfig};
+use response::CallIdSource;
+
+/// A Gemini model behind the Gemini Developer API (or a gateway speaking it).
+///
+/// Build it with [`GeminiAdapter::builder`] or [`GeminiAdapter::from_env`]. It holds the
+/// explicit cache state (see the [module docs](self)), so share one adapter through an
+/// `Arc` (as [`SharedModel`](halo_core::SharedModel) does) rather than building several for
+/// one session.
+pub struct GeminiAdapter {
+    pub(crate) provider: String,
+    pub(crate) model: String,
+    pub(crate) endpoints: Endpoints,
+    pub(crate) api_key: SecretString,
+    /// Extra headers and `x-goog-api-key` (marked sensitive).
+    pub(crate) headers: HeaderMap,
+    pub(crate) client: reqwest::Client,
+    pub(crate) timeout: Duration,
+    pub(crate) max_retries: u32,
+    pub(crate) retry_min_delay: Duration,
+    pub(crate) first_event_timeout: Option<Duration>,
+    pub(crate) explicit_cache: bool,
+    pub(crate) cache_ttl: Duration,
+    pub(crate) cache_refresh_margin: Duration,
+    pub(crate) min_cache_tokens: u64,
+    pub(crate) thinking_budget: Option<i64>,
+    pub(crate) include_thoughts: bool,
+    pub(crate) clock: Clock,
+    pub(crate) cache: Arc<tokio::sync::Mutex<CacheState>>,
+    pub(crate) next_call_id: Arc<AtomicU64>,
+}
+
+impl fmt::Debug for GeminiAdapter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GeminiAdapter")
+            .field("model", &self.model)
+            .field("endpoint", &self.endpoints.generate.as_str())
+            .field("api_key", &"[redacted]")
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("max_retries", &self.max_retries)
+            .field("explicit_cache", &self.explicit_cache)
+            .field("cache_ttl", &self.cache_ttl)
+            .field("min_cache_tokens", &self.min_cache_tokens)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How one call sends its prefix.
+struct Plan {
+    prefix: Prefix,
+    key: Option<CacheKey>,
+    cache: Option<CacheUse>,
+}
+
+impl GeminiAdapter {
+    /// A builder with the defaults: model [`GEMINI_DEFAULT_MODEL`], base URL
+    /// [`GEMINI_DEFAULT_BASE_URL`], explicit caching on with a one-hour TTL. Set the key
+    /// with [`GeminiBuilder::api_key`] or [`GeminiBuilder::env`].
+    pub fn builder() -> GeminiBuilder {
+        GeminiBuilder::default()
+    }
+
+    /// From the environment: `GEMINI_API_KEY` (required), `GEMINI_BASE_URL` (optional, for
+    /// proxies and gateways) and `GEMINI_MODEL` (optional, default
+    /// [`GEMINI_DEFAULT_MODEL`]).
+    ///
+    /// # Errors
+    /// [`ConfigError::MissingEnv`] when `GEMINI_API_KEY` is unset or empty; the
+    /// [`GeminiBuilder::build`] errors.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_env_with(|v| std::env::var(v).ok())
+    }
+
+    /// [`from_env`](Self::from_env) with the variables read through `lookup`.
+    ///
+    /// # Errors
+    /// As [`from_env`](Self::from_env).
+    pub fn from_env_with(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        GeminiBuilder::default().env_from(lookup)?.build()
+    }
+
+    /// The `generateContent` URL requests go to.
+    pub fn endpoint(&self) -> &str {
+        self.endpoints.generate.as_str()
+    }
+
+    /// The prompt size, in tokens, from which the prefix goes into a cached content.
+    pub fn min_cache_tokens(&self) -> u64 {
+        self.min_cache_tokens
+    }
+
+    /// The exact `generateContent` body bytes for `request` (compact JSON): with
+    /// `cached_content` (a `cachedContents/…` name) the cached form, which leaves out
+    /// `systemInstruction`, `tools`, `toolConfig` and the few-shot turns; without it the
+    /// full form. Useful to check cache stability without a server.
+    ///
+    /// # Errors
+    /// [`ModelError::Other`] if the body cannot be serialized (it always can).
+    pub fn request_body(
+        &self,
+        request: &ModelRequest<'_>,
+        cached_content: Option<&str>,
+    ) -> Result<Vec<u8>, ModelError> {
+        let prefix = request::prefix(request);
+        self.body_bytes(request, &prefix, cached_content)
+    }
+
+    /// The exact `POST cachedContents` body bytes the adapter would send for `request`'s
+    /// prefix: `model`, the few-shot `contents`, `systemInstruction`, `tools`,
+    /// `toolConfig`, `ttl` and a `displayName` naming the fingerprint.
+    ///
+    /// # Errors
+    /// [`ModelError::Other`] if the body cannot be serialized (it always can).
+    pub fn cached_content_body(&self, request: &ModelRequest<'_>) -> Result<Vec<u8>, ModelError> {
+        let prefix = request::prefix(request);
+        let body = request::CreateCachedContent {
+            model: format!("models/{}", self.model),
+            prefix: &prefix,
+            ttl: cache::ttl_string(self.cache_ttl),
+            display_name: format!("halo {}", request.prefix.fingerprint()),
+        };
+        serde_json::to_vec(&body)
+            .map_err(|e| ModelError::Other(format!("cannot serialize the cache body: {e}")))
+    }
+
+    /// The estimated token count of `request`'s cacheable prefix (its JSON bytes / 4), which
+    /// the adapter compares with [`min_cache_tokens`](Self::min_cache_tokens).
+    pub fn estimated_prefix_tokens(&self, request: &ModelRequest<'_>) -> u64 {
+        estimate_tokens(&request::prefix(request))
+    }
+
+    /// The name (`cachedContents/{id}`) of the cached content the adapter currently uses,
+    /// if any.
+    pub async fn cached_content(&self) -> Option<String> {
+        self.current_cache_name().await
+    }
+
+    /// Deletes the cached content the adapter currently uses (`DELETE /v1beta/{name}`), to
+    /// stop paying its storage before the TTL ends; the next call creates a new one if
+    /// needed. Returns the deleted name, or `None` when there was none.
+    ///
+    /// # Errors
+    /// The [`ModelError`] of the `DELETE` (the adapter forgets the object either way).
+    pub async fn delete_cached_content(&self) -> Result<Option<String>, ModelError> {
+        match self.take_current().await {
+            Some(name) => self.delete(&name).await.map(|()| Some(name)),
+            None => Ok(None),
+        }
+    }
+
+    fn request_config(&self) -> RequestConfig {
+        RequestConfig {
+            thinking_budget: self.thinking_budget,
+            include_thoughts: self.include_thoughts,
+        }
+    }
+
+    fn body_bytes(
+        &self,
+        request: &ModelRequest<'_>,
+        prefix: &Prefix,
+        cached: Option<&str>,
+    ) -> Result<Vec<u8>, ModelError> {
+        let body = request::build(self.request_config(), request, prefix, cached);
+        serde_json::to_vec(&body)
+            .map_err(|e| ModelError::Other(format!("cannot serialize the request body: {e}")))
+    }
+
+    fn secret(&self) -> &str {
+        self.api_key.expose_secret()
+    }
+
+    fn ids(&self) -> CallIdSource {
+        CallIdSource::new(self.next_call_id.clone())
+    }
+
+    /// Decides how this call sends its prefix, creating or refreshing the cached content
+    /// as the lifecycle requires.
+    async fn plan(&self, request: &ModelRequest<'_>) -> Plan {
+        let prefix = request::prefix(request);
+        if !self.explicit_cache {
+            return Plan {
+                prefix,
+                key: None,
+                cache: None,
+            };
+        }
+        let key = CacheKey {
+            fingerprint: request.prefix.fingerprint(),
+            tool_config: prefix
+                .tool_config
+                .as_ref()
+                .and_then(|c| serde_json::to_string(c).ok()),
+        };
+        if estimate_tokens(&prefix) < self.min_cache_tokens {
+            self.release_other_than(&key).await;
+            return Plan {
+                prefix,
+                key: Some(key),
+                cache: None,
+            };
+        }
+        let cache = self.cache_for(&key, &prefix, None).await;
+        Plan {
+            prefix,
+            key: Some(key),
+            cache,
+        }
+    }
+
+    /// After the API said `plan`'s cached content is gone: a new one (once), or the full
+    /// prefix when that fails.
+    async fn replan(&self, plan: &mut Plan) {
+        let (Some(key), Some(gone)) = (&plan.key, plan.cache.take()) else {
+            return;
+        };
+        tracing::debug!(provider = %self.provider, name = %gone.name, "the cached content expired or is gone; recreating it once");
+        plan.cache = self.cache_for(key, &plan.prefix, Some(&gone.name)).await;
+    }
+
+    /// One HTTP request. A non-2xx answer is read whole and mapped to its error; a 2xx
+    /// answer is returned with its body unread.
+    pub(crate) async fn send(
+        &self,
+        method: Method,
+        url: reqwest::Url,
+        body: Option<&[u8]>,
+        accept: &'static str,
+    ) -> Result<reqwest::Response, ModelError> {
+        let mut builder = self
+            .client
+            .request(method.clone(), url.clone())
+            .headers(self.headers.clone())
+            .header(ACCEPT, HeaderValue::from_static(accept));
+        if let Some(body) = body {
+            builder = builder
+                .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
+                .body(body.to_vec());
+        }
+        tracing::debug!(
+            provider = %self.provider,
+            model = %self.model,
+            %method,
+            url = %url,
+            request_bytes = body.map_or(0, <[u8]>::len),
+            "gemini request"
+        );
+        let response = builder
+            .send()
+            .await
+            .map_err(|e| crate::openai::error::transport(&e, self.timeout, Some(self.secret())))?;
+        let status = response.status().as_u16();
+        if (200..300).contains(&status) {
+            return Ok(response);
+        }
+        let headers = response.headers().clone();
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| crate::openai::error::transport(&e, self.timeout, Some(self.secret())))?;
+        tracing::debug!(
+            provider = %self.provider,
+            status,
+            response_bytes = bytes.len(),
+            "gemini error response"
+        );
+        Err(error::from_status(
+            status,
+            &headers,
+            &bytes,
+            Some(self.secret()),
+        ))
+    }
+
+    /// One `generateContent` attempt.
+    async fn generate_once(&self, body: &[u8]) -> Result<ModelResponse, ModelError> {
+        let started = Instant::now();
+        let response = self
+            .send(
+                Method::POST,
+                self.endpoints.generate.clone(),
+                Some(body),
+                "application/json",
+            )
+            .await?;
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| crate::openai::error::transport(&e, self.timeout, Some(self.secret())))?;
+        tracing::debug!(
+            provider = %self.provider,
+            response_bytes = bytes.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "gemini response"
+        );
+        response::parse(&bytes, self.ids(), Some(self.secret()))
+    }
+
+    /// `operation` with the adapter's retry policy: retryable errors are tried again up to
+    /// `max_retries` times, waiting the provider's delay or an exponential backoff.
+    async fn with_retries<T, F, Fut>(&self, operation: F) -> Result<T, ModelError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, ModelError>>,
+    {
+        let backoff = ExponentialBuilder::default()
+            .with_min_delay(self.retry_min_delay)
+            .with_max_delay(MAX_RETRY_DELAY)
+            .with_max_times(self.max_retries as usize)
+            .with_jitter();
+        operation
+            .retry(backoff)
+            .when(ModelError::is_retryable)
+            .adjust(retry_wait)
+            .notify(|err, wait| {
+                tracing::warn!(
+                    provider = %self.provider,
+                    error = %err,
+                    wait_ms = wait.as_millis() as u64,
+                    "retrying gemini request"
+                );
+            })
+            .await
+    }
+
+    /// Opens the stream for `body` (with retries, which end at the first byte of a 2xx
+    /// body).
+    async fn open_stream(&self, body: &[u8]) -> Result<reqwest::Response, ModelError> {
+        self.with_retries(|| {
+            self.send(
+                Method::POST,
+                self.endpoints.stream.clone(),
+                Some(body),
+                "text/event-stream",
+            )
+        })
+        .await
+    }
+
+    fn stream_events<'a>(&'a self, request: ModelRequest<'a>) -> ModelEventStream<'a> {
+        Box::pin(async_stream::stream! {
+            let started = Instant::now();
+            let mut plan = self.plan(&request).await;
+            let mut opened = match self.body_bytes(&request, &plan.prefix, plan.cache.as_ref().map(|c| c.name.as_str())) {
+                Ok(body) => self.open_stream(&body).await,
+                Err(e) => Err(e),
+            };
+            if plan.cache.is_some() && opened.as_ref().is_err_and(error::is_cache_gone) {
+                self.replan(&mut plan).await;
+                opened = match self.body_bytes(&request, &plan.prefix, plan.cache.as_ref().map(|c| c.name.as_str())) {
+                    Ok(body) => self.open_stream(&body).await,
+                    Err(e) => Err(e),
+                };
+            }
+            let response = match opened {
+                Ok(r) => r,
+                Err(e) => {
+                    yield Err(e);
+                    return;
+                }
+            };
+            let written = plan.cache.as_ref().and_then(|c| c.created_tokens);
+            let timeout = self.timeout;
+            let secret = self.secret();
+            let reads = response.bytes_stream().map_err(move |e| {
+                let why = match crate::openai::error::transport(&e, timeout, Some(secret)) {
+                    ModelError::Transport(m) => m,
+                    other => other.to_string(),
+                };
+                ModelError::Truncated(format!("the connection failed mid-stream: {why}"))
+            });
+            let mut events = stream::decode(reads, self.ids(), Some(secret));
+            let first = match self.first_event_timeout {
+                Some(limit) => match tokio::time::timeout(limit, events.next()).await {
+                    Ok(first) => first,
+                    Err(_) => {
+                        yield Err(ModelError::Transport(format!(
+                            "no stream event within {} ms of the response; retry later or raise first_event_timeout",
+                            limit.as_millis()
+                        )));
+                        return;
+                    }
+                },
+                None => events.next().await,
+            };
+            tracing::debug!(
+                provider = %self.provider,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "gemini stream: first event"
+            );
+            let rest = futures::stream::iter(first).chain(events);
+            futures::pin_mut!(rest);
+            while let Some(event) = rest.next().await {
+                match event {
+                    Ok(ModelStreamEvent::Finish(mut turn)) => {
+                        note_write(&mut turn.usage, written);
+                        yield Ok(ModelStreamEvent::Finish(turn));
+                    }
+                    Ok(event) => yield Ok(event),
+                    Err(e) => {
+                        yield Err(e);
+                        return;
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// Records the tokens of a cached content the call created as its cache writes.
+fn note_write(usage: &mut Usage, written: Option<u64>) {
+    if written.is_some() {
+        usage.cache_write_tokens = written;
+    }
+}
+
+impl ModelAdapter for GeminiAdapter {
+    fn provider(&self) -> &str {
+        &self.provider
+    }
+
+    fn model_name(&self) -> &str {
+        &self.model
+    }
+
+    /// Sends one `generateContent` request (naming the prefix's cached content when there
+    /// is one, see the [module docs](self)), retrying retryable failures.
+    ///
+    /// # Errors
+    /// - HTTP 400 → [`ModelError::InvalidRequest`]; 401, 403 →
+    ///   [`ModelError::Authentication`]; 404 and other statuses → [`ModelError::Http`];
+    ///   each with the API's `message` and `status`. A 400/403/404 about the named cached
+    ///   content is first answered by recreating it and retrying once.
+    /// - HTTP 429 → [`ModelError::RateLimited`], except a per-day quota →
+    ///   [`ModelError::InsufficientBalance`]; 500, 502, 503, 504 → [`ModelError::Server`].
+    ///   Both carry the `RetryInfo` delay and are retried up to `max_retries` times first.
+    /// - No HTTP answer (refused, reset, timed out) → [`ModelError::Transport`], retried.
+    /// - A 2xx body that is not a `GenerateContentResponse`, or has no candidate and no
+    ///   block reason → [`ModelError::InvalidResponse`].
+    ///
+    /// Messages hold at most [`MAX_EXCERPT_BYTES`](crate::openai::MAX_EXCERPT_BYTES) of the
+    /// provider's error text and never the API key.
+    ///
+    /// # Cancel safety
+    /// Dropping the future abandons the request. A cached content being created when it is
+    /// dropped may be left on the server until its TTL ends.
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        let mut plan = self.plan(&request).await;
+        let cached = plan.cache.as_ref().map(|c| c.name.clone());
+        let body = self.body_bytes(&request, &plan.prefix, cached.as_deref())?;
+        let mut result = self.with_retries(|| self.generate_once(&body)).await;
+        if plan.cache.is_some() && result.as_ref().is_err_and(error::is_cache_gone) {
+            self.replan(&mut plan).await;
+            let cached = plan.cache.as_ref().map(|c| c.name.clone());
+            let body = self.body_bytes(&request, &plan.prefix, cached.as_deref())?;
+            result = self.with_retries(|| self.generate_once(&body)).await;
+        }
+        let mut response = result?;
+        note_write(
+            &mut response.usage,
+            plan.cache.as_ref().and_then(|c| c.created_tokens),
+        );
+        Ok(response)
+    }
+
+    /// Streams one `streamGenerateContent?alt=sse` request: text and reasoning deltas as
+    /// they arrive, each function call whole, then the assembled turn, equal to what
+    /// [`generate`](Self::generate) returns for the same content (see [`decode_stream`]).
+    ///
+    /// Retries (and the one recreate of a gone cached content) follow `generate`'s policy
+    /// but stop at the first byte of a 2xx body: once the stream has begun, a failure is
+    /// returned, never retried behind the caller's back.
+    ///
+    /// # Errors
+    /// - Before the stream: exactly those of [`generate`](Self::generate).
+    /// - The body ending before a chunk with a `finishReason`, or the connection failing
+    ///   mid-body → [`ModelError::Truncated`] (retryable; the agent keeps nothing of it).
+    /// - An `{"error": …}` chunk → the error its status maps to.
+    /// - No event within [`first_event_timeout`](GeminiBuilder::first_event_timeout) →
+    ///   [`ModelError::Transport`].
+    ///
+    /// # Cancel safety
+    /// Dropping the stream closes the connection; nothing is kept.
+    fn stream<'a>(&'a self, request: ModelRequest<'a>) -> ModelEventStream<'a> {
+        self.stream_events(request)
+    }
+}
+
+/// The wait before the next attempt: `None` when backon has no retry left, else the
+/// provider's delay (capped at [`MAX_RETRY_DELAY`]) or, without one, the backoff delay.
+fn retry_wait(err: &ModelError, backoff_delay: Option<Duration>) -> Option<Duration> {
+    backoff_delay.map(|d| err.retry_after().map_or(d, |r| r.min(MAX_RETRY_DELAY)))
+}

@@ -1,0 +1,508 @@
+//! The builder of [`GeminiAdapter`](super::GeminiAdapter), its defaults, and the per-model
+//! table of minimum cacheable lengths.
+//!
+//! Configuration errors are the crate's one [`ConfigError`] (shared with the
+//! OpenAI-compatible adapter), so callers that pick a provider at run time handle one type.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use secrecy::{ExposeSecret, SecretString};
+
+pub use crate::openai::{
+    ConfigError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_RETRIES, DEFAULT_RETRY_MIN_DELAY,
+    DEFAULT_TIMEOUT, MAX_RETRY_DELAY,
+};
+
+use super::GeminiAdapter;
+use super::cache::CacheState;
+
+/// The Gemini Developer API's base URL (<https://ai.google.dev/api>); `/v1beta` is appended.
+pub const GEMINI_DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
+/// The model [`GeminiAdapter::from_env`] uses when `GEMINI_MODEL` is not set.
+pub const GEMINI_DEFAULT_MODEL: &str = "gemini-2.5-flash";
+/// The environment variable holding the API key.
+pub const GEMINI_API_KEY_VAR: &str = "GEMINI_API_KEY";
+/// The environment variable that overrides the base URL.
+pub const GEMINI_BASE_URL_VAR: &str = "GEMINI_BASE_URL";
+/// The environment variable that overrides the model.
+pub const GEMINI_MODEL_VAR: &str = "GEMINI_MODEL";
+/// How long a `cachedContents` object lives after it is created or refreshed, by default:
+/// one hour (the API's own default when no `ttl` is sent,
+/// <https://ai.google.dev/gemini-api/docs/caching>).
+pub const DEFAULT_CACHE_TTL: Duration = Duration::from_secs(3600);
+/// By default the adapter refreshes a cached content's TTL when less than this is left
+/// (capped at half the TTL): five minutes.
+pub const DEFAULT_CACHE_REFRESH_MARGIN: Duration = Duration::from_secs(300);
+
+/// The smallest prompt, in tokens, that Gemini caches for `model`, implicitly or in a
+/// `cachedContents` object.
+///
+/// Source: the table on <https://ai.google.dev/gemini-api/docs/caching> as of 2026-05
+/// (Gemini 2.5 Flash and 3 Flash 1,024; 2.5 Pro and 3 Pro 4,096). The values change: a
+/// 2026-07 version of the page lists 2,048 for both 2.5 models and 4,096 for 3.1 Pro and
+/// 3.5 Flash, and the API answers a `cachedContents` create below its minimum with
+/// `400 Cached content is too small. total_token_count=…, min_total_token_count=…`.
+/// Override it per adapter with [`GeminiBuilder::min_cache_tokens`]. Models the table does
+/// not know get 4,096, the largest documented minimum.
+///
+/// ```
+/// use halo_adapters::gemini::min_cache_tokens;
+/// assert_eq!(min_cache_tokens("gemini-2.5-flash"), 1024);
+/// assert_eq!(min_cache_tokens("models/gemini-2.5-pro"), 4096);
+/// assert_eq!(min_cache_tokens("some-new-model"), 4096);
+/// ```
+pub fn min_cache_tokens(model: &str) -> u64 {
+    let model = model.strip_prefix("models/").unwrap_or(model);
+    const TABLE: &[(&str, u64)] = &[
+        ("gemini-2.5-flash", 1024),
+        ("gemini-2.5-pro", 4096),
+        ("gemini-3-flash", 1024),
+        ("gemini-3-pro", 4096),
+    ];
+    TABLE
+        .iter()
+        .find(|(prefix, _)| model.starts_with(prefix))
+        .map_or(4096, |(_, n)| *n)
+}
+
+/// The source of "now" the adapter measures cache expiry with. The default is
+/// [`SystemTime::now`]; tests give a clock they can advance (the Gemini simulator's).
+pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
+
+/// Builds a [`GeminiAdapter`]. Start from [`GeminiAdapter::builder`].
+///
+/// ```
+/// use std::time::Duration;
+/// use halo_adapters::gemini::GeminiAdapter;
+///
+/// let model = GeminiAdapter::builder()
+///     .api_key("test-key")
+///     .model("gemini-2.5-pro")
+///     .base_url("http://127.0.0.1:8089")
+///     .cache_ttl(Duration::from_secs(600))
+///     .max_retries(0)
+///     .build()
+///     .unwrap();
+/// assert_eq!(halo_core::ModelAdapter::model_name(&model), "gemini-2.5-pro");
+/// ```
+#[must_use]
+pub struct GeminiBuilder {
+    pub(crate) model: String,
+    pub(crate) base_url: String,
+    pub(crate) api_key: Option<SecretString>,
+    pub(crate) timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) max_retries: u32,
+    pub(crate) retry_min_delay: Duration,
+    pub(crate) headers: Vec<(String, SecretString)>,
+    pub(crate) explicit_cache: bool,
+    pub(crate) cache_ttl: Duration,
+    pub(crate) cache_refresh_margin: Duration,
+    pub(crate) min_cache_tokens: Option<u64>,
+    pub(crate) thinking_budget: Option<i64>,
+    pub(crate) include_thoughts: bool,
+    pub(crate) provider_name: Option<String>,
+    pub(crate) first_event_timeout: Option<Duration>,
+    pub(crate) clock: Option<Clock>,
+}
+
+impl fmt::Debug for GeminiBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GeminiBuilder")
+            .field("model", &self.model)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .field(
+                "headers",
+                &self.headers.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            )
+            .field("max_retries", &self.max_retries)
+            .field("explicit_cache", &self.explicit_cache)
+            .field("cache_ttl", &self.cache_ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for GeminiBuilder {
+    fn default() -> Self {
+        GeminiBuilder {
+            model: GEMINI_DEFAULT_MODEL.to_string(),
+            base_url: GEMINI_DEFAULT_BASE_URL.to_string(),
+            api_key: None,
+            timeout: DEFAULT_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            max_retries: DEFAULT_MAX_RETRIES,
+            retry_min_delay: DEFAULT_RETRY_MIN_DELAY,
+            headers: Vec::new(),
+            explicit_cache: true,
+            cache_ttl: DEFAULT_CACHE_TTL,
+            cache_refresh_margin: DEFAULT_CACHE_REFRESH_MARGIN,
+            min_cache_tokens: None,
+            thinking_budget: None,
+            include_thoughts: false,
+            provider_name: None,
+            first_event_timeout: None,
+            clock: None,
+        }
+    }
+}
+
+impl GeminiBuilder {
+    /// The model id, such as `gemini-2.5-flash` (a leading `models/` is accepted and
+    /// dropped); default [`GEMINI_DEFAULT_MODEL`]. Opaque configuration: no list is api_url.
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        let model: String = model.into();
+        let model = model.trim();
+        self.model = model.strip_prefix("models/").unwrap_or(model).to_string();
+        self
+    }
+
+    /// The base URL requests go to (proxies, gateways, test fakes); `/v1beta/...` is
+    /// appended unless the URL already ends in `/v1beta`. Default
+    /// [`GEMINI_DEFAULT_BASE_URL`].
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = url.into();
+        self
+    }
+
+    /// The API key, sent as the `x-goog-api-key` header (never in the URL, so it cannot
+    /// leak into logged URLs). It is kept in a [`SecretString`]: never printed by `Debug`,
+    /// logged, or put in an error.
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        let key: String = key.into();
+        self.api_key = Some(SecretString::from(key.trim().to_string()));
+        self
+    }
+
+    /// The whole-request timeout; default [`DEFAULT_TIMEOUT`].
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The connect timeout; default [`DEFAULT_CONNECT_TIMEOUT`].
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Streaming only: the longest wait from the response headers to the stream's first
+    /// event. Default: none (only the whole-request timeout applies). When it expires the
+    /// stream ends with [`ModelError::Transport`](halo_core::ModelError), which is retryable.
+    pub fn first_event_timeout(mut self, timeout: Duration) -> Self {
+        self.first_event_timeout = Some(timeout);
+        self
+    }
+
+    /// Retries after the first attempt for retryable errors (429, 5xx, transport);
+    /// default [`DEFAULT_MAX_RETRIES`]; `0` disables retrying.
+    pub fn max_retries(mut self, n: u32) -> Self {
+        self.max_retries = n;
+        self
+    }
+
+    /// The first backoff delay when the error body carries no `RetryInfo`; it doubles per
+    /// retry (with jitter) up to [`MAX_RETRY_DELAY`]. Default [`DEFAULT_RETRY_MIN_DELAY`].
+    pub fn retry_min_delay(mut self, delay: Duration) -> Self {
+        self.retry_min_delay = delay;
+        self
+    }
+
+    /// An extra HTTP header on every request (a gateway key). The value is treated as
+    /// secret: `Debug` and errors show only the name.
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        let value: String = value.into();
+        self.headers.push((name.into(), SecretString::from(value)));
+        self
+    }
+
+    /// Whether the adapter keeps the stable prefix in an explicit `cachedContents` object
+    /// once it reaches the model's minimum (see the module docs); on by default. Off, every
+    /// request carries the whole prefix and relies on Gemini's implicit caching.
+    pub fn explicit_cache(mut self, on: bool) -> Self {
+        self.explicit_cache = on;
+        self
+    }
+
+    /// The `ttl` a cached content is created and refreshed with; default
+    /// [`DEFAULT_CACHE_TTL`]. Sent in whole seconds (at least one). Explicit caches pay
+    /// storage per token-hour, so a shorter TTL costs less for sessions with long pauses.
+    pub fn cache_ttl(mut self, ttl: Duration) -> Self {
+        self.cache_ttl = ttl.max(Duration::from_secs(1));
+        self
+    }
+
+    /// Refresh a cached content's TTL (`PATCH …?updateMask=ttl`) when less than this is
+    /// left before it expires; default [`DEFAULT_CACHE_REFRESH_MARGIN`], capped at half the
+    /// TTL.
+    pub fn cache_refresh_margin(mut self, margin: Duration) -> Self {
+        self.cache_refresh_margin = margin;
+        self
+    }
+
+    /// The prompt size, in tokens, from which the prefix goes into a `cachedContents`
+    /// object; default [`min_cache_tokens`] of the model.
+    pub fn min_cache_tokens(mut self, tokens: u64) -> Self {
+        self.min_cache_tokens = Some(tokens);
+        self
+    }
+
+    /// `generationConfig.thinkingConfig.thinkingBudget` in tokens (`0` turns thinking off
+    /// on 2.5 Flash, `-1` lets the model decide); not sent by default.
+    pub fn thinking_budget(mut self, tokens: i64) -> Self {
+        self.thinking_budget = Some(tokens);
+        self
+    }
+
+    /// `generationConfig.thinkingConfig.includeThoughts`: ask for thought summaries, which
+    /// arrive as reasoning. Off by default.
+    pub fn include_thoughts(mut self, on: bool) -> Self {
+        self.include_thoughts = on;
+        self
+    }
+
+    /// The provider name for tracing; default `gemini`.
+    pub fn provider_name(mut self, name: impl Into<String>) -> Self {
+        self.provider_name = Some(name.into());
+        self
+    }
+
+    /// The clock cache expiry is measured with; default [`SystemTime::now`]. A test gives
+    /// one it can advance, together with the simulator's.
+    pub fn clock(mut self, clock: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
+        self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// Reads `GEMINI_API_KEY` (required), `GEMINI_BASE_URL` and `GEMINI_MODEL` (optional)
+    /// from the process environment.
+    ///
+    /// # Errors
+    /// [`ConfigError::MissingEnv`] when `GEMINI_API_KEY` is unset or empty.
+    pub fn env(self) -> Result<Self, ConfigError> {
+        self.env_from(|var| std::env::var(var).ok())
+    }
+
+    /// [`env`](Self::env) with the variables read through `lookup` (for tests and for
+    /// configuration that lives elsewhere). Empty values count as unset.
+    ///
+    /// # Errors
+    /// [`ConfigError::MissingEnv`] when `GEMINI_API_KEY` is unset or empty.
+    pub fn env_from(self, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let get = |var: &str| lookup(var).filter(|v| !v.trim().is_empty());
+        let key = get(GEMINI_API_KEY_VAR).ok_or(ConfigError::MissingEnv {
+            var: GEMINI_API_KEY_VAR,
+        })?;
+        let mut this = self.api_key(key);
+        if let Some(url) = get(GEMINI_BASE_URL_VAR) {
+            this.base_url = url.trim().to_string();
+        }
+        if let Some(model) = get(GEMINI_MODEL_VAR) {
+            this = this.model(model);
+        }
+        Ok(this)
+    }
+
+    /// Builds the adapter.
+    ///
+    /// # Errors
+    /// [`ConfigError`] for a missing API key, an invalid base URL or model id, a key or
+    /// header that HTTP cannot carry, or an HTTP client that cannot be built.
+    pub fn build(self) -> Result<GeminiAdapter, ConfigError> {
+        let api_key = self
+            .api_key
+            .filter(|k| !k.expose_secret().is_empty())
+            .ok_or(ConfigError::MissingApiKey {
+                profile: "gemini",
+                var: GEMINI_API_KEY_VAR,
+            })?;
+        let mut key_header = HeaderValue::from_str(api_key.expose_secret())
+            .map_err(|_| ConfigError::InvalidApiKey)?;
+        key_header.set_sensitive(true);
+
+        let endpoints = Endpoints::new(&self.base_url, &self.model)?;
+
+        let mut headers = HeaderMap::new();
+        for (name, value) in &self.headers {
+            let invalid = || ConfigError::InvalidHeader { name: name.clone() };
+            let header_name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?;
+            let mut header_value =
+                HeaderValue::from_str(value.expose_secret()).map_err(|_| invalid())?;
+            header_value.set_sensitive(true);
+            headers.append(header_name, header_value);
+        }
+        headers.insert("x-goog-api-key", key_header);
+
+        let client = reqwest::Client::builder()
+            .timeout(self.timeout)
+            .connect_timeout(self.connect_timeout)
+            .user_agent(concat!("halo-adapters/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ConfigError::Client(e.to_string()))?;
+
+        let min_cache_tokens = self
+            .min_cache_tokens
+            .unwrap_or_else(|| min_cache_tokens(&self.model));
+        Ok(GeminiAdapter {
+            provider: self.provider_name.unwrap_or_else(|| "gemini".to_string()),
+            model: self.model,
+            endpoints,
+            api_key,
+            headers,
+            client,
+            timeout: self.timeout,
+            max_retries: self.max_retries,
+            retry_min_delay: self.retry_min_delay,
+            first_event_timeout: self.first_event_timeout,
+            explicit_cache: self.explicit_cache,
+            cache_ttl: self.cache_ttl,
+            cache_refresh_margin: self.cache_refresh_margin.min(self.cache_ttl / 2),
+            min_cache_tokens,
+            thinking_budget: self.thinking_budget,
+            include_thoughts: self.include_thoughts,
+            clock: self.clock.unwrap_or_else(|| Arc::new(SystemTime::now)),
+            cache: Arc::new(tokio::sync::Mutex::new(CacheState::default())),
+            next_call_id: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        })
+    }
+}
+
+/// The URLs one adapter talks to.
+#[derive(Debug, Clone)]
+pub(crate) struct Endpoints {
+    /// `{base}/v1beta` (no trailing slash).
+    pub api: reqwest::Url,
+    /// `{api}/models/{model}:generateContent`.
+    pub generate: reqwest::Url,
+    /// `{api}/models/{model}:streamGenerateContent?alt=sse`.
+    pub stream: reqwest::Url,
+    /// `{api}/cachedContents`.
+    pub cached_contents: reqwest::Url,
+}
+
+impl Endpoints {
+    fn new(base: &str, model: &str) -> Result<Self, ConfigError> {
+        let invalid = |reason: String| ConfigError::InvalidBaseUrl {
+            url: base.to_string(),
+            reason,
+        };
+        let trimmed = base.trim().trim_end_matches('/');
+        let api = if trimmed.ends_with("/v1beta") {
+            trimmed.to_string()
+        } else {
+            format!("{trimmed}/v1beta")
+        };
+        let parse = |s: String| reqwest::Url::parse(&s).map_err(|e| invalid(e.to_string()));
+        let api_url = parse(api)?;
+        if !matches!(api_url.scheme(), "http" | "https") {
+            return Err(invalid("the scheme must be http or https".into()));
+        }
+        if api_url.query().is_some() || api_url.fragment().is_some() {
+            return Err(invalid(
+                "the base URL must not have a query or fragment".into(),
+            ));
+        }
+        let at = |last: &str| {
+            let mut url = api_url.clone();
+            if let Ok(mut segments) = url.path_segments_mut() {
+                segments.pop_if_empty().push("models").push(last);
+            }
+            url
+        };
+        let mut stream = at(&format!("{model}:streamGenerateContent"));
+        stream.set_query(Some("alt=sse"));
+        let mut cached_contents = api_url.clone();
+        if let Ok(mut segments) = cached_contents.path_segments_mut() {
+            segments.pop_if_empty().push("cachedContents");
+        }
+        Ok(Endpoints {
+            generate: at(&format!("{model}:generateContent")),
+            stream,
+            cached_contents,
+            api: api_url,
+        })
+    }
+
+    /// `{api}/{name}` for a cached content's resource name (`cachedContents/{id}`).
+    pub(crate) fn resource(&self, name: &str) -> reqwest::Url {
+        let mut url = self.api.clone();
+        {
+            // A URL with an http(s) scheme always has path segments.
+            if let Ok(mut segments) = url.path_segments_mut() {
+                segments.pop_if_empty();
+                for part in name.split('/') {
+                    segments.push(part);
+                }
+            }
+        }
+        url
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_append_v1beta_once_and_name_the_model() {
+        let e = Endpoints::new(
+            "https://generativelanguage.googleapis.com/",
+            "gemini-2.5-flash",
+        )
+        .unwrap();
+        assert_eq!(
+            e.generate.as_str(),
+            "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent"
+        );
+        assert_eq!(
+            e.stream.as_str(),
+            "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+        );
+        let e = Endpoints::new("http://127.0.0.1:9/proxy/v1beta", "m").unwrap();
+        assert_eq!(
+            e.cached_contents.as_str(),
+            "http://127.0.0.1:9/proxy/v1beta/cachedContents"
+        );
+        assert_eq!(
+            e.resource("cachedContents/abc-1").as_str(),
+            "http://127.0.0.1:9/proxy/v1beta/cachedContents/abc-1"
+        );
+        // A name with odd characters cannot escape the path.
+        assert_eq!(
+            e.resource("cachedContents/a?b#c").as_str(),
+            "http://127.0.0.1:9/proxy/v1beta/cachedContents/a%3Fb%23c"
+        );
+        assert!(matches!(
+            Endpoints::new("ftp://x", "m"),
+            Err(ConfigError::InvalidBaseUrl { .. })
+        ));
+    }
+
+    #[test]
+    fn env_needs_the_key_and_reads_url_and_model() {
+        let vars = |k: &str| match k {
+            "GEMINI_API_KEY" => Some(" k-1 ".to_string()),
+            "GEMINI_BASE_URL" => Some("http://127.0.0.1:1".to_string()),
+            "GEMINI_MODEL" => Some("models/gemini-2.5-pro".to_string()),
+            _ => None,
+        };
+        let b = GeminiBuilder::default().env_from(vars).unwrap();
+        assert_eq!(b.model, "gemini-2.5-pro");
+        assert_eq!(b.base_url, "http://127.0.0.1:1");
+        assert_eq!(b.api_key.as_ref().unwrap().expose_secret(), "k-1");
+        let err = GeminiBuilder::default().env_from(|_| None).unwrap_err();
+        assert_eq!(
+            err,
+            ConfigError::MissingEnv {
+                var: "GEMINI_API_KEY"
+            }
+        );
+        assert!(matches!(
+            GeminiBuilder::default().build(),
+            Err(ConfigError::MissingApiKey { .. })
+        ));
+    }
+}
