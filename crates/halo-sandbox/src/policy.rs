@@ -1,2 +1,0 @@
-//! Safety policies as tool hooks: a command denylist, user approval, output truncation and
-//! permission presets.

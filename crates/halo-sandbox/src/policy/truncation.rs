@@ -1,0 +1,131 @@
+//! [`OutputTruncation`]: an after-hook that bounds every tool result.
+
+use futures::future::BoxFuture;
+use halo_core::{ToolCall, ToolHook, ToolResult};
+
+/// The default bound of [`OutputTruncation`]: 32 KiB, the sandbox tools' own output limit.
+pub const DEFAULT_RESULT_LIMIT: usize = 32 * 1024;
+
+/// The smallest bound [`OutputTruncation::new`] accepts (smaller ones are raised to it): room
+/// for the note and a little text on both sides of it.
+pub const MIN_RESULT_LIMIT: usize = 256;
+
+/// An after-hook that bounds every tool result to a number of bytes, for user tools and MCP
+/// tools that do not bound their own output (the sandbox's tools do).
+///
+/// A longer result keeps its first and last bytes, cut on UTF-8 character boundaries, with a
+/// line `[... N bytes omitted ...]` between them (the note the sandbox's `bash` uses); the
+/// whole result, note included, is at most the bound. `is_error` is kept. Results within the
+/// bound pass unchanged.
+///
+/// ```
+/// use halo_sandbox::policy::OutputTruncation;
+///
+/// let cut = OutputTruncation::new(256).truncate(&"ab".repeat(1000)).unwrap();
+/// assert!(cut.len() <= 256);
+/// assert!(cut.contains("\n[... 1774 bytes omitted ...]\n"));
+/// assert_eq!(OutputTruncation::new(256).truncate("short"), None);
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct OutputTruncation {
+    max_bytes: usize,
+}
+
+impl Default for OutputTruncation {
+    fn default() -> Self {
+        Self::new(DEFAULT_RESULT_LIMIT)
+    }
+}
+
+impl OutputTruncation {
+    /// Bounds results to `max_bytes` bytes (at least [`MIN_RESULT_LIMIT`]).
+    pub fn new(max_bytes: usize) -> Self {
+        OutputTruncation {
+            max_bytes: max_bytes.max(MIN_RESULT_LIMIT),
+        }
+    }
+
+    /// The bound, in bytes.
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes
+    }
+
+    /// `content` cut to the bound, or `None` when it fits.
+    pub fn truncate(&self, content: &str) -> Option<String> {
+        if content.len() <= self.max_bytes {
+            return None;
+        }
+        // The note is longest when the whole content is dropped; budget for that.
+        let note_room = note(content.len()).len();
+        let budget = self.max_bytes.saturating_sub(note_room);
+        let mut head_end = budget / 2;
+        while !content.is_char_boundary(head_end) {
+            head_end -= 1;
+        }
+        let mut tail_start = content.len() - (budget - budget / 2);
+        while !content.is_char_boundary(tail_start) {
+            tail_start += 1;
+        }
+        let omitted = tail_start - head_end;
+        Some(format!(
+            "{}{}{}",
+            &content[..head_end],
+            note(omitted),
+            &content[tail_start..]
+        ))
+    }
+}
+
+fn note(omitted: usize) -> String {
+    format!("\n[... {omitted} bytes omitted ...]\n")
+}
+
+impl ToolHook for OutputTruncation {
+    fn after_tool_call<'a>(
+        &'a self,
+        call: &'a ToolCall,
+        mut result: ToolResult,
+    ) -> BoxFuture<'a, ToolResult> {
+        if let Some(cut) = self.truncate(&result.content) {
+            tracing::debug!(tool = %call.name, bytes = result.content.len(), "truncated a tool result");
+            result.content = cut;
+        }
+        Box::pin(futures::future::ready(result))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuts_on_char_boundaries_within_the_bound() {
+        let t = OutputTruncation::new(300);
+        for prefix in ["", "a", "ab", "abc"] {
+            // 4-byte characters: the cut points land inside one whatever the offset.
+            let content = format!("{prefix}{}", "😀".repeat(500));
+            let cut = t.truncate(&content).unwrap();
+            assert!(cut.len() <= 300, "{}", cut.len());
+            let (head, rest) = cut.split_once("\n[... ").unwrap();
+            let (count, tail) = rest.split_once(" bytes omitted ...]\n").unwrap();
+            assert!(content.starts_with(head));
+            assert!(content.ends_with(tail));
+            assert_eq!(
+                head.len() + count.parse::<usize>().unwrap() + tail.len(),
+                content.len()
+            );
+            assert!(head.len() > 100 && tail.len() > 100, "{cut}");
+        }
+    }
+
+    #[test]
+    fn small_bounds_are_raised_and_fitting_results_pass() {
+        assert_eq!(OutputTruncation::new(0).max_bytes(), MIN_RESULT_LIMIT);
+        let exact = "x".repeat(MIN_RESULT_LIMIT);
+        assert_eq!(OutputTruncation::new(0).truncate(&exact), None);
+        let cut = OutputTruncation::new(0)
+            .truncate(&format!("{exact}y"))
+            .unwrap();
+        assert!(cut.len() <= MIN_RESULT_LIMIT);
+    }
+}
