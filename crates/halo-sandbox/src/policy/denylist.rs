@@ -106,7 +106,7 @@ impl Denial {
 /// Paths a recursive delete, `chmod` or `find -delete` must never start from: `/` (and
 /// `/*`, `//`, `/.`), the home folder (`~`, `$HOME`, `${HOME}`, each with an optional `/`
 /// or `/*`) and the top-level system folders.
-const ROOTS: &str = r"(?:/+[.*]?|~/?\*?|\$\{?HOME\}?/?\*?|/(?:bin|boot|dev|etc|home|lib|lib32|lib64|opt|proc|root|sbin|srv|sys|usr|var)/?\*?)";
+const ROOTS: &str = r"(?:/+(?:\*|\.\.?)?|~/?\*?|\$\{?HOME\}?/?\*?|/(?:bin|boot|dev|etc|home|lib|lib32|lib64|opt|proc|root|sbin|srv|sys|usr|var)/?\*?)";
 
 /// Block devices: disks, partitions, RAID and device-mapper volumes.
 const DEVICES: &str =

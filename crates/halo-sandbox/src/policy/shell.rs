@@ -477,8 +477,11 @@ fn shown(word: &Word) -> String {
 }
 
 /// The last path component of a program word (`/usr/bin/rm` is `rm`); the word itself when
-/// it has none.
+/// it has none or is a substitution (`$(…)`, `<(…)`).
 fn basename(word: &str) -> &str {
+    if word.contains('(') {
+        return word;
+    }
     match word.rsplit_once('/') {
         Some((_, name)) if !name.is_empty() => name,
         _ => word,
