@@ -3,8 +3,9 @@
 //! - `cargo xtask ci`: every check CI runs (fmt, clippy, tests, doctests, docs, tidy).
 //! - `cargo xtask model`: fetch the default GGUF model into the cache folder; prints its path.
 //! - `cargo xtask demo "TASK" [--dir DIR]`: set up what is missing, then run the coding agent.
-//! - `cargo xtask bench <name>`: print measurements (`local-cache`, `sse`).
+//! - `cargo xtask bench <name>`: print measurements (`cache`, `local-cache`, `sse`).
 
+mod bench_cache;
 mod bench_local;
 mod bench_sse;
 mod ci;
@@ -22,7 +23,7 @@ commands:
   model                     fetch the default GGUF model (SmolLM2-135M-Instruct Q4_1); prints its path
   demo \"TASK\" [--dir DIR]   run the coding agent on TASK in DIR (default: a sample folder)
   interop                   check halo-stream with the `ai` npm package (node)
-  bench <name>              print a benchmark's figures; names: local-cache, sse";
+  bench <name>              print a benchmark's figures; names: cache, local-cache, sse";
 
 fn main() {
     if let Err(e) = real_main() {
@@ -44,6 +45,7 @@ fn real_main() -> anyhow::Result<()> {
         Some("demo") => demo::run(rest),
         Some("interop") => interop::run(),
         Some("bench") => match rest.first().map(String::as_str) {
+            Some("cache") => bench_cache::run(),
             Some("local-cache") => bench_local::run(),
             Some("sse") => bench_sse::run(),
             Some(name) => bail!("unknown benchmark `{name}`\n\n{USAGE}"),
