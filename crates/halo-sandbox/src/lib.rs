@@ -1,28 +1,37 @@
 //! # halo-sandbox
 //!
-//! Sandboxes whose tools join a Halo agent's stable prefix.
+//! Sandboxes for Halo agents, and the coding tool set built on any of them.
 //!
-//! [`ContainerSandbox`] wraps a real root folder and offers six tools to an agent:
+//! | item                 | what it is                                                                 |
+//! |----------------------|----------------------------------------------------------------------------|
+//! | [`ContainerSandbox`] | a real root folder; file operations confined by cap-std, commands by `bash -c` |
+//! | [`VirtualSandbox`]   | an in-memory tree with the same path semantics; no commands                 |
+//! | [`tools()`]          | the coding tools over any [`Sandbox`](halo_core::Sandbox), with [`ToolOptions`] |
+//! | [`policy`]           | safety hooks: a command denylist, approval, permission presets, truncation |
 //!
-//! | tool    | arguments                                   | returns                                  |
-//! |---------|---------------------------------------------|------------------------------------------|
-//! | `read`  | `path`, `offset?` (1-based line), `limit?`  | lines numbered like `cat -n`             |
-//! | `write` | `path`, `content`                           | `wrote N bytes to `path``                |
-//! | `ls`    | `path?`                                     | sorted entries, folders end with `/`     |
-//! | `glob`  | `pattern`, `path?`                          | sorted matching file paths               |
-//! | `grep`  | `pattern`, `path?`, `glob?`, `ignore_case?` | `path:line:text` a match                 |
-//! | `bash`  | `command`, `timeout_secs?`                  | exit code (or timeout), stdout, stderr   |
+//! The tools, in order (`bash` only where the sandbox runs commands):
 //!
-//! Every path argument is relative to the root. The file tools go through a
-//! [`cap_std::fs::Dir`] capability for the root, which refuses absolute paths, `..` above
-//! the root and symbolic links leading out of it; the walks of `glob` and `grep` never
-//! follow links. Refusals, missing files and bad patterns become error tool results the
-//! model reads ([`SandboxError`] messages); a failing or timed-out command is reported as
-//! data. Every result is bounded (see [`DEFAULT_OUTPUT_LIMIT`]).
+//! | tool    | arguments                                                      | returns                                        |
+//! |---------|----------------------------------------------------------------|------------------------------------------------|
+//! | `read`  | `path`, `offset?` (1-based line), `limit?`                     | lines numbered like `cat -n`                   |
+//! | `write` | `path`, `content`                                              | `wrote N bytes to `path``                      |
+//! | `edit`  | `path`, `old_string`, `new_string`, `replace_all?`             | a unified diff of the change                   |
+//! | `ls`    | `path?`                                                        | sorted entries, folders end with `/`           |
+//! | `glob`  | `pattern`, `path?`, `include_ignored?`                         | sorted matching file paths                     |
+//! | `grep`  | `pattern`, `path?`, `glob?`, `ignore_case?`, `context?`        | `path:line:text` a matching line               |
+//! | `bash`  | `command`, `timeout_secs?`                                     | exit code (or timeout), stdout, stderr         |
 //!
-//! The tools' names, descriptions and JSON Schemas depend only on the sandbox's options,
-//! never on where the root is or when it runs: they sit in the agent's cached
-//! [`StablePrefix`](halo_core::StablePrefix) unchanged across runs and machines.
+//! Every path argument is relative to the sandbox root and validated once
+//! ([`SandboxPath`](halo_core::sandbox::SandboxPath)). Refusals, missing files and bad
+//! patterns become error tool results the model reads ([`SandboxError`] messages); a failing
+//! or timed-out command is reported as data. Every result is bounded (see
+//! [`DEFAULT_OUTPUT_LIMIT`]). The security model — what is confined and what is not — is in
+//! `docs/sandbox.md`.
+//!
+//! The tools' names, descriptions and JSON Schemas depend only on the [`ToolOptions`] and
+//! on whether the sandbox runs commands, never on where the root is or when it runs: they
+//! sit in the agent's cached [`StablePrefix`](halo_core::StablePrefix) unchanged across runs
+//! and machines.
 //!
 //! ```
 //! use halo_core::tool::DynTool;
@@ -38,6 +47,15 @@
 //! assert_eq!(wrote.content, "wrote 9 bytes to `notes/a.txt`");
 //! let read = tool("read").call_json(json!({"path": "notes/a.txt"})).await.unwrap();
 //! assert_eq!(read.content, "     1\thi\n     2\tthere");
+//! let edited = tool("edit")
+//!     .call_json(json!({"path": "notes/a.txt", "old_string": "there", "new_string": "you"}))
+//!     .await
+//!     .unwrap();
+//! assert_eq!(
+//!     edited.content,
+//!     "replaced 1 occurrence in `notes/a.txt`\n--- a/notes/a.txt\n+++ b/notes/a.txt\n\
+//!      @@ -1,2 +1,2 @@\n hi\n-there\n+you"
+//! );
 //! let refused = tool("read").call_json(json!({"path": "../secret"})).await.unwrap_err();
 //! assert_eq!(
 //!     refused.to_string(),
@@ -46,15 +64,17 @@
 //! # });
 //! ```
 
-mod error;
+mod container;
+mod memory;
 pub mod policy;
-mod sandbox;
 mod text;
 mod tools;
 
-pub use error::SandboxError;
-pub use sandbox::{
-    ContainerSandbox, DEFAULT_ENV_ALLOWLIST, DEFAULT_EXEC_TIMEOUT, DEFAULT_OUTPUT_LIMIT,
-    DEFAULT_READ_LINES, MAX_EXEC_TIMEOUT, MAX_LINE_BYTES, MAX_READ_FILE_BYTES, MAX_RESULTS,
-    MIN_OUTPUT_LIMIT,
+pub use container::{ContainerSandbox, DEFAULT_ENV_ALLOWLIST};
+pub use halo_core::sandbox::SandboxError;
+pub use memory::{MAX_SYMLINK_FOLLOWS, VirtualSandbox};
+pub use tools::{
+    DEFAULT_EXEC_TIMEOUT, DEFAULT_OUTPUT_LIMIT, DEFAULT_READ_LINES, MAX_EXEC_TIMEOUT,
+    MAX_GREP_CONTEXT, MAX_LINE_BYTES, MAX_OPEN_FILE_BYTES, MAX_READ_FILE_BYTES, MAX_RESULTS,
+    MIN_OUTPUT_LIMIT, ToolOptions, tools,
 };

@@ -1,9 +1,10 @@
 //! Text helpers that keep tool results bounded: cutting long lines, collecting lines up to
-//! a byte limit, and keeping the head and tail of a command's output stream.
+//! a byte limit, and keeping the head and tail of a command's output stream in bounded
+//! memory, cut on UTF-8 character boundaries.
 
 use std::collections::VecDeque;
 
-use crate::sandbox::MAX_LINE_BYTES;
+use crate::tools::MAX_LINE_BYTES;
 
 /// The marker put after a line cut at [`MAX_LINE_BYTES`].
 pub(crate) const LINE_CUT_MARKER: &str = " [line truncated]";
@@ -19,6 +20,15 @@ pub(crate) fn cut_line(line: &str) -> String {
         end -= 1;
     }
     format!("{}{LINE_CUT_MARKER}", &line[..end])
+}
+
+/// A line of bytes as text for the model: at most a few bytes over [`MAX_LINE_BYTES`] are
+/// decoded (invalid UTF-8 replaced), then the line is cut with [`cut_line`].
+pub(crate) fn show_line(bytes: &[u8]) -> String {
+    // Enough over the cut that `cut_line` sees the line is long and marks the cut.
+    const KEEP: usize = MAX_LINE_BYTES + 4;
+    let bytes = strip_eol(bytes);
+    cut_line(&String::from_utf8_lossy(&bytes[..bytes.len().min(KEEP)]))
 }
 
 /// `bytes` without one trailing `\n` or `\r\n`.
@@ -73,7 +83,8 @@ impl Lines {
     }
 }
 
-/// The first and last bytes of a stream, at most `limit` bytes in all.
+/// The first and last bytes of a stream, at most `limit` bytes in all, in memory that does
+/// not grow with the stream: the head is a buffer filled once, the tail a ring buffer.
 #[derive(Debug)]
 pub(crate) struct HeadTail {
     head: Vec<u8>,
@@ -83,11 +94,21 @@ pub(crate) struct HeadTail {
     total: u64,
 }
 
+/// What [`HeadTail::finish`] gives.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Kept {
+    /// The head and the tail, joined by a marker line when bytes were dropped.
+    pub(crate) text: String,
+    /// The bytes dropped from the middle (with the bytes of characters cut in two).
+    pub(crate) dropped: u64,
+}
+
 impl HeadTail {
+    /// Keeps `limit / 2` bytes of head and the rest as tail.
     pub(crate) fn new(limit: usize) -> Self {
         let head_cap = limit / 2;
         HeadTail {
-            head: Vec::new(),
+            head: Vec::with_capacity(head_cap.min(64 * 1024)),
             tail: VecDeque::new(),
             head_cap,
             tail_cap: limit - head_cap,
@@ -105,12 +126,11 @@ impl HeadTail {
         }
         if bytes.len() >= self.tail_cap {
             self.tail.clear();
-            self.tail
-                .extend(bytes[bytes.len() - self.tail_cap..].iter().copied());
+            self.tail.extend(&bytes[bytes.len() - self.tail_cap..]);
         } else {
-            self.tail.extend(bytes.iter().copied());
-            let over = self.tail.len().saturating_sub(self.tail_cap);
+            let over = (self.tail.len() + bytes.len()).saturating_sub(self.tail_cap);
             self.tail.drain(..over);
+            self.tail.extend(bytes);
         }
     }
 
@@ -119,27 +139,63 @@ impl HeadTail {
         self.total
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.total == 0
-    }
-
-    /// The kept bytes as text (invalid UTF-8 replaced), with a marker where bytes were
-    /// dropped.
-    pub(crate) fn render(&self) -> String {
-        let kept = (self.head.len() + self.tail.len()) as u64;
-        let omitted = self.total - kept;
-        let tail: Vec<u8> = self.tail.iter().copied().collect();
-        if omitted == 0 {
-            let mut all = self.head.clone();
+    /// The kept bytes as text. When bytes were dropped, a character cut in two at the end
+    /// of the head or the start of the tail is dropped too, and the two parts are joined
+    /// by a line `[... N bytes omitted ...]`. Other invalid UTF-8 is replaced with U+FFFD.
+    pub(crate) fn finish(self) -> Kept {
+        let (head, tail) = (self.head, Vec::from(self.tail));
+        let kept = (head.len() + tail.len()) as u64;
+        if kept == self.total {
+            let mut all = head;
             all.extend_from_slice(&tail);
-            return String::from_utf8_lossy(&all).into_owned();
+            return Kept {
+                text: String::from_utf8_lossy(&all).into_owned(),
+                dropped: 0,
+            };
         }
-        format!(
-            "{}\n[... {omitted} bytes omitted ...]\n{}",
-            String::from_utf8_lossy(&self.head),
-            String::from_utf8_lossy(&tail)
-        )
+        let head = &head[..complete_prefix_len(&head)];
+        let tail = &tail[partial_suffix_start(&tail)..];
+        let dropped = self.total - (head.len() + tail.len()) as u64;
+        Kept {
+            text: format!(
+                "{}\n[... {dropped} bytes omitted ...]\n{}",
+                String::from_utf8_lossy(head),
+                String::from_utf8_lossy(tail)
+            ),
+            dropped,
+        }
     }
+}
+
+/// The length of `b` without a UTF-8 character cut short at its end.
+fn complete_prefix_len(b: &[u8]) -> usize {
+    let n = b.len();
+    for back in 1..=n.min(4) {
+        let i = n - back;
+        if !is_continuation(b[i]) {
+            let needed = match b[i] {
+                0xC0..=0xDF => 2,
+                0xE0..=0xEF => 3,
+                0xF0..=0xF7 => 4,
+                _ => 1,
+            };
+            return if back < needed { i } else { n };
+        }
+    }
+    n
+}
+
+/// Where `b` starts once the continuation bytes of a character cut at its start (at most 3)
+/// are skipped.
+fn partial_suffix_start(b: &[u8]) -> usize {
+    b.iter()
+        .take(3)
+        .take_while(|&&byte| is_continuation(byte))
+        .count()
+}
+
+fn is_continuation(byte: u8) -> bool {
+    byte & 0xC0 == 0x80
 }
 
 #[cfg(test)]
@@ -158,6 +214,7 @@ mod tests {
             MAX_LINE_BYTES - 1 + LINE_CUT_MARKER.len()
         );
         assert_eq!(cut_line("short"), "short");
+        assert_eq!(show_line(b"crlf\r\n"), "crlf");
     }
 
     #[test]
@@ -170,18 +227,49 @@ mod tests {
         assert_eq!(l.finish(Some("note".into())), "abc\ndef\n\nnote");
     }
 
+    fn kept(limit: usize, chunks: &[&[u8]]) -> (String, u64) {
+        let mut h = HeadTail::new(limit);
+        for c in chunks {
+            h.push(c);
+        }
+        let k = h.finish();
+        (k.text, k.dropped)
+    }
+
     #[test]
     fn head_tail_keeps_both_ends() {
-        let mut h = HeadTail::new(8);
-        h.push(b"0123");
-        h.push(b"456789");
-        h.push(b"ab");
-        assert_eq!(h.render(), "0123\n[... 4 bytes omitted ...]\n89ab");
-        let mut small = HeadTail::new(8);
-        small.push(b"01234567");
-        assert_eq!(small.render(), "01234567");
-        let mut big = HeadTail::new(4);
-        big.push(b"abcdefghij");
-        assert_eq!(big.render(), "ab\n[... 6 bytes omitted ...]\nij");
+        assert_eq!(
+            kept(8, &[b"0123", b"456789", b"ab"]),
+            ("0123\n[... 4 bytes omitted ...]\n89ab".into(), 4)
+        );
+        assert_eq!(kept(8, &[b"01234567"]), ("01234567".into(), 0));
+        assert_eq!(
+            kept(4, &[b"abcdefghij"]),
+            ("ab\n[... 6 bytes omitted ...]\nij".into(), 6)
+        );
+        // Many small pushes go through the ring buffer.
+        let many: Vec<&[u8]> = std::iter::repeat_n(&b"xy"[..], 50).collect();
+        // 100 bytes `xyxy...xy`: the head `xyx`, the tail the last 3 bytes.
+        assert_eq!(
+            kept(6, &many),
+            ("xyx\n[... 94 bytes omitted ...]\nyxy".into(), 94)
+        );
+    }
+
+    #[test]
+    fn a_character_cut_in_two_is_dropped_whole() {
+        // "€" is 3 bytes (E2 82 AC). Head of 4 bytes: "aa" + 2 bytes of "€".
+        let text = format!("aa€{}€bb", "z".repeat(20));
+        let (out, dropped) = kept(8, &[text.as_bytes()]);
+        assert_eq!(out, format!("aa\n[... {dropped} bytes omitted ...]\nbb"));
+        assert_eq!(dropped, text.len() as u64 - 4);
+        // A 4-byte character across the tail cut: the tail starts inside "😀".
+        let text = format!("{}😀b", "z".repeat(20));
+        let (out, dropped) = kept(8, &[text.as_bytes()]);
+        assert_eq!(out, format!("zzzz\n[... {dropped} bytes omitted ...]\nb"));
+        assert_eq!(dropped, text.len() as u64 - 5);
+        assert_eq!(complete_prefix_len("a😀".as_bytes()), 5);
+        assert_eq!(complete_prefix_len(&"a😀".as_bytes()[..4]), 1);
+        assert_eq!(partial_suffix_start(&"😀a".as_bytes()[1..]), 3);
     }
 }

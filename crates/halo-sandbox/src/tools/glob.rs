@@ -1,14 +1,15 @@
-//! `glob`: the files whose paths match a glob pattern, sorted.
+//! `glob`: the files whose paths match a glob pattern, sorted, through [`Sandbox::glob`].
+//!
+//! [`Sandbox::glob`]: halo_core::Sandbox::glob
 
 use std::sync::Arc;
 
-use globset::GlobBuilder;
+use halo_core::sandbox::{GlobRequest, SandboxError};
 use halo_core::{Tool, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::error::SandboxError;
-use crate::sandbox::{MAX_RESULTS, SandboxPath, Shared, display_rel};
+use super::{Ctx, MAX_RESULTS, failed, parse_path};
 use crate::text::Lines;
 
 // Arguments of `glob` (no doc comment: it would enter the schema the model reads).
@@ -19,25 +20,25 @@ pub(crate) struct GlobArgs {
     pattern: String,
     /// Folder to search in, relative to the sandbox root (default: the root).
     path: Option<String>,
+    /// Also list hidden files and files ignored by .gitignore (default false).
+    #[serde(default)]
+    include_ignored: bool,
 }
 
-pub(crate) struct GlobTool {
-    shared: Arc<Shared>,
+pub(super) struct GlobTool {
+    ctx: Arc<Ctx>,
     description: String,
 }
 
 impl GlobTool {
-    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+    pub(super) fn new(ctx: Arc<Ctx>) -> Self {
         let description = format!(
             "Finds files by glob pattern. Returns the matching file paths relative to the \
              sandbox root, one a line, sorted; at most {MAX_RESULTS}. Hidden files and paths \
-             ignored by .gitignore or .ignore files are skipped, and symbolic links are not \
-             followed."
+             ignored by .gitignore files are skipped unless include_ignored is true; symbolic \
+             links are not followed."
         );
-        GlobTool {
-            shared,
-            description,
-        }
+        GlobTool { ctx, description }
     }
 }
 
@@ -53,15 +54,50 @@ impl Tool for GlobTool {
     }
 
     async fn call(&self, args: GlobArgs) -> Result<ToolOutput, ToolError> {
-        let shared = Arc::clone(&self.shared);
-        let text = super::blocking(move || glob(&shared, &args)).await??;
-        Ok(ToolOutput::text(text))
+        check_pattern(&args.pattern).map_err(failed)?;
+        let base = parse_path(args.path.as_deref())?;
+        let found = self
+            .ctx
+            .sandbox
+            .glob_boxed(GlobRequest {
+                pattern: args.pattern.clone(),
+                base: base.clone(),
+                include_ignored: args.include_ignored,
+                limit: MAX_RESULTS,
+            })
+            .await
+            .map_err(failed)?;
+        if found.paths.is_empty() {
+            return Ok(ToolOutput::text(format!(
+                "no files match `{}` in `{base}`",
+                args.pattern
+            )));
+        }
+        let mut out = Lines::new(self.ctx.options.output_limit());
+        for path in &found.paths {
+            if !out.push(path.as_str()) {
+                break;
+            }
+        }
+        let shown = out.count();
+        let note = if shown < found.paths.len() {
+            Some(format!(
+                "[output limit reached after {shown} files; narrow the pattern or path]"
+            ))
+        } else if found.truncated {
+            Some(format!(
+                "[showing the first {shown} matching files; more match: narrow the pattern or path]"
+            ))
+        } else {
+            None
+        };
+        Ok(ToolOutput::text(out.finish(note)))
     }
 }
 
 /// Refuses a pattern that is absolute or has a `..` segment: it could never match a path
 /// under the search folder, and the model should hear why.
-pub(crate) fn check_pattern(pattern: &str) -> Result<(), SandboxError> {
+pub(super) fn check_pattern(pattern: &str) -> Result<(), SandboxError> {
     let climbs = pattern
         .split(['/', '{', '}', ','])
         .any(|segment| segment == "..");
@@ -71,63 +107,4 @@ pub(crate) fn check_pattern(pattern: &str) -> Result<(), SandboxError> {
         });
     }
     Ok(())
-}
-
-/// Compiles a glob whose `*` does not cross `/`.
-pub(crate) fn compile(pattern: &str) -> Result<globset::GlobMatcher, SandboxError> {
-    check_pattern(pattern)?;
-    GlobBuilder::new(pattern)
-        .literal_separator(true)
-        .build()
-        .map(|g| g.compile_matcher())
-        .map_err(|e| SandboxError::InvalidPattern {
-            kind: "glob",
-            pattern: pattern.to_string(),
-            message: e.kind().to_string(),
-        })
-}
-
-fn glob(shared: &Shared, args: &GlobArgs) -> Result<String, SandboxError> {
-    let matcher = compile(&args.pattern)?;
-    let base = SandboxPath::parse(args.path.as_deref())?;
-    let meta = shared
-        .dir
-        .metadata(base.cap())
-        .map_err(|e| base.io_error("search", e))?;
-    if !meta.is_dir() {
-        return Err(SandboxError::NotDirectory { path: base.arg });
-    }
-    let (walk, start) = super::walk::walk(shared, &base);
-    let mut out = Lines::new(shared.config.output_limit);
-    let mut total = 0usize;
-    let mut full = false;
-    for entry in walk.flatten() {
-        if entry.depth() == 0 || entry.file_type().is_none_or(|t| t.is_dir()) {
-            continue;
-        }
-        let Ok(rel) = entry.path().strip_prefix(&start) else {
-            continue;
-        };
-        if !matcher.is_match(rel) {
-            continue;
-        }
-        total += 1;
-        if !full && (out.count() >= MAX_RESULTS || !out.push(&display_rel(&base.rel.join(rel)))) {
-            full = true;
-        }
-    }
-    if total == 0 {
-        return Ok(format!(
-            "no files match `{}` in `{}`",
-            args.pattern,
-            base.display()
-        ));
-    }
-    let note = full.then(|| {
-        format!(
-            "[showing the first {} of {total} matching files; narrow the pattern or path]",
-            out.count()
-        )
-    });
-    Ok(out.finish(note))
 }

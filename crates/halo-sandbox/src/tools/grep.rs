@@ -1,20 +1,18 @@
-//! `grep`: regular-expression search with ripgrep's own crates (`grep-regex`,
-//! `grep-searcher`) over the confined walk of [`super::walk`].
+//! `grep`: regular-expression search through [`Sandbox::grep`] (in a `ContainerSandbox`,
+//! ripgrep's own crates over a confined walk).
+//!
+//! [`Sandbox::grep`]: halo_core::Sandbox::grep
 
-use std::io;
-use std::path::Path;
 use std::sync::Arc;
 
-use grep_regex::{RegexMatcher, RegexMatcherBuilder};
-use grep_searcher::sinks::Lossy;
-use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder};
+use halo_core::sandbox::GrepRequest;
 use halo_core::{Tool, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::error::SandboxError;
-use crate::sandbox::{MAX_RESULTS, SandboxPath, Shared, display_rel};
-use crate::text::{Lines, cut_line, strip_eol};
+use super::glob::check_pattern;
+use super::{Ctx, MAX_GREP_CONTEXT, MAX_RESULTS, failed, parse_path};
+use crate::text::{Lines, cut_line};
 
 // Arguments of `grep` (no doc comment: it would enter the schema the model reads).
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -29,26 +27,27 @@ pub(crate) struct GrepArgs {
     /// Match without regard to case (default false).
     #[serde(default)]
     ignore_case: bool,
+    /// Lines of context to show before and after each match (default 0, at most 10).
+    #[schemars(range(max = 10))]
+    context: Option<u64>,
 }
 
-pub(crate) struct GrepTool {
-    shared: Arc<Shared>,
+pub(super) struct GrepTool {
+    ctx: Arc<Ctx>,
     description: String,
 }
 
 impl GrepTool {
-    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+    pub(super) fn new(ctx: Arc<Ctx>) -> Self {
         let description = format!(
             "Searches file contents with a regular expression, like ripgrep. Returns one \
-             `path:line:text` a match, paths relative to the sandbox root, files in sorted \
-             order; at most {MAX_RESULTS} matches. Binary files, hidden files and paths \
-             ignored by .gitignore or .ignore files are skipped, and symbolic links are not \
+             `path:line:text` a matching line (context lines as `path-line-text`, groups \
+             apart separated by `--`), paths relative to the sandbox root, files in sorted \
+             order; at most {MAX_RESULTS} matching lines. Binary files, hidden files and \
+             paths ignored by .gitignore files are skipped, and symbolic links are not \
              followed."
         );
-        GrepTool {
-            shared,
-            description,
-        }
+        GrepTool { ctx, description }
     }
 }
 
@@ -64,129 +63,68 @@ impl Tool for GrepTool {
     }
 
     async fn call(&self, args: GrepArgs) -> Result<ToolOutput, ToolError> {
-        let shared = Arc::clone(&self.shared);
-        let text = super::blocking(move || grep(&shared, &args)).await??;
-        Ok(ToolOutput::text(text))
-    }
-}
-
-/// Why the search stopped early.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stop {
-    Matches,
-    Bytes,
-}
-
-struct Search<'a> {
-    shared: &'a Shared,
-    matcher: RegexMatcher,
-    searcher: Searcher,
-    out: Lines,
-    stop: Option<Stop>,
-}
-
-impl Search<'_> {
-    /// Searches one file, opened through cap-std (so a path that resolves outside the root
-    /// is never read). Files that cannot be opened or read are skipped.
-    fn file(&mut self, rel: &Path) {
-        let Ok(file) = self.shared.dir.open(rel) else {
-            return;
-        };
-        let file = file.into_std();
-        let shown = display_rel(rel);
-        let out = &mut self.out;
-        let stop = &mut self.stop;
-        let sink = Lossy(|lnum: u64, line: &str| -> Result<bool, io::Error> {
-            if out.count() >= MAX_RESULTS {
-                *stop = Some(Stop::Matches);
-                return Ok(false);
-            }
-            let text = String::from_utf8_lossy(strip_eol(line.as_bytes()));
-            if !out.push(&format!("{shown}:{lnum}:{}", cut_line(&text))) {
-                *stop = Some(Stop::Bytes);
-                return Ok(false);
-            }
-            Ok(true)
-        });
-        // A read error ends this file's search; what was found is kept.
-        let _ = self.searcher.search_file(&self.matcher, &file, sink);
-    }
-}
-
-fn grep(shared: &Shared, args: &GrepArgs) -> Result<String, SandboxError> {
-    let matcher = RegexMatcherBuilder::new()
-        .case_insensitive(args.ignore_case)
-        .line_terminator(Some(b'\n'))
-        .build(&args.pattern)
-        .map_err(|e| SandboxError::InvalidPattern {
-            kind: "regex",
-            pattern: args.pattern.clone(),
-            message: e.to_string(),
-        })?;
-    let file_glob = match &args.glob {
-        Some(g) => Some((super::glob::compile(g)?, g.contains('/'))),
-        None => None,
-    };
-    let base = SandboxPath::parse(args.path.as_deref())?;
-    let meta = shared
-        .dir
-        .metadata(base.cap())
-        .map_err(|e| base.io_error("search", e))?;
-    let mut search = Search {
-        shared,
-        matcher,
-        searcher: SearcherBuilder::new()
-            .line_number(true)
-            .binary_detection(BinaryDetection::quit(0))
-            .build(),
-        out: Lines::new(shared.config.output_limit),
-        stop: None,
-    };
-    if meta.is_file() {
-        search.file(&base.rel);
-    } else if meta.is_dir() {
-        let (walk, start) = super::walk::walk(shared, &base);
-        for entry in walk.flatten() {
-            // Regular files only: links are not followed, FIFOs could block.
-            if entry.depth() == 0 || !entry.file_type().is_some_and(|t| t.is_file()) {
-                continue;
-            }
-            let Ok(rel) = entry.path().strip_prefix(&start) else {
-                continue;
-            };
-            if let Some((glob, with_slash)) = &file_glob {
-                let subject = if *with_slash {
-                    Some(rel)
-                } else {
-                    rel.file_name().map(Path::new)
-                };
-                if !subject.is_some_and(|s| glob.is_match(s)) {
-                    continue;
-                }
-            }
-            search.file(&base.rel.join(rel));
-            if search.stop.is_some() {
+        if let Some(glob) = &args.glob {
+            check_pattern(glob).map_err(failed)?;
+        }
+        let base = parse_path(args.path.as_deref())?;
+        let context = args.context.unwrap_or(0).min(MAX_GREP_CONTEXT as u64) as usize;
+        let found = self
+            .ctx
+            .sandbox
+            .grep_boxed(GrepRequest {
+                pattern: args.pattern.clone(),
+                base: base.clone(),
+                glob: args.glob.clone(),
+                ignore_case: args.ignore_case,
+                context,
+                include_ignored: false,
+                limit: MAX_RESULTS,
+            })
+            .await
+            .map_err(failed)?;
+        if found.lines.is_empty() {
+            return Ok(ToolOutput::text(format!(
+                "no matches for `{}` in `{base}`",
+                args.pattern
+            )));
+        }
+        let mut out = Lines::new(self.ctx.options.output_limit());
+        let mut matches = 0usize;
+        let mut full = false;
+        let mut previous: Option<(&str, u64)> = None;
+        for line in &found.lines {
+            let adjacent = previous.is_some_and(|(path, number)| {
+                path == line.path.as_str() && number + 1 == line.line_number
+            });
+            if context > 0 && previous.is_some() && !adjacent && !out.push("--") {
+                full = true;
                 break;
             }
+            let sep = if line.is_context { '-' } else { ':' };
+            let text = format!(
+                "{}{sep}{}{sep}{}",
+                line.path,
+                line.line_number,
+                cut_line(&line.text)
+            );
+            if !out.push(&text) {
+                full = true;
+                break;
+            }
+            matches += usize::from(!line.is_context);
+            previous = Some((line.path.as_str(), line.line_number));
         }
-    } else {
-        return Err(SandboxError::NotRegularFile { path: base.arg });
+        let note = if full {
+            Some(format!(
+                "[output limit reached after {matches} matches; narrow the pattern, path or glob]"
+            ))
+        } else if found.truncated {
+            Some(format!(
+                "[stopped after {matches} matches; narrow the pattern, path or glob]"
+            ))
+        } else {
+            None
+        };
+        Ok(ToolOutput::text(out.finish(note)))
     }
-    let count = search.out.count();
-    if count == 0 {
-        return Ok(format!(
-            "no matches for `{}` in `{}`",
-            args.pattern,
-            base.display()
-        ));
-    }
-    let note = search.stop.map(|stop| match stop {
-        Stop::Matches => {
-            format!("[stopped after {count} matches; narrow the pattern, path or glob]")
-        }
-        Stop::Bytes => format!(
-            "[output limit reached after {count} matches; narrow the pattern, path or glob]"
-        ),
-    });
-    Ok(search.out.finish(note))
 }

@@ -1,49 +1,174 @@
-//! The sandbox's tools, each a typed [`halo_core::Tool`] whose arguments struct derives its
-//! JSON Schema with schemars (the doc comments of the fields become the parameter
-//! descriptions the model reads).
+//! The coding tool set over any [`Sandbox`](halo_core::Sandbox): `read`, `write`, `edit`,
+//! `ls`, `glob`, `grep` and, where the sandbox runs commands, `bash`.
 //!
-//! Tool names, descriptions and schemas are built only from constants and the sandbox's
-//! options, so they are byte-stable across runs and machines: they live in the agent's
-//! cached stable prefix.
+//! Each tool is a typed [`halo_core::Tool`] whose arguments struct derives its JSON Schema
+//! with schemars (the doc comments of the fields become the parameter descriptions the model
+//! reads). The tools only call the [`DynSandbox`] methods, so the same tools work on a
+//! `ContainerSandbox` and a `VirtualSandbox`: the walking and searching happen inside each
+//! sandbox's `glob` and `grep`.
+//!
+//! Tool names, descriptions and schemas are built only from constants and the
+//! [`ToolOptions`], so they are byte-stable across runs and machines: they live in the
+//! agent's cached stable prefix.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use halo_core::{DynTool, ToolError};
-
-use crate::sandbox::Shared;
+use halo_core::sandbox::{SandboxError, SandboxPath};
+use halo_core::{DynTool, SharedSandbox, ToolError};
 
 mod bash;
+mod edit;
 mod glob;
 mod grep;
 mod ls;
 mod read;
-mod walk;
 mod write;
 
-/// The tools over one sandbox, in the order `read`, `write`, `ls`, `glob`, `grep`, `bash`.
-pub(crate) fn all(shared: Arc<Shared>) -> Vec<Arc<dyn DynTool>> {
-    vec![
-        Arc::new(read::ReadTool::new(Arc::clone(&shared))),
-        Arc::new(write::WriteTool::new(Arc::clone(&shared))),
-        Arc::new(ls::LsTool::new(Arc::clone(&shared))),
-        Arc::new(glob::GlobTool::new(Arc::clone(&shared))),
-        Arc::new(grep::GrepTool::new(Arc::clone(&shared))),
-        Arc::new(bash::BashTool::new(shared)),
-    ]
+/// The exec timeout of `bash` when the model gives none: 30 s.
+pub const DEFAULT_EXEC_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The longest timeout the model may ask `bash` for: 600 s. Longer requests are clamped.
+pub const MAX_EXEC_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The default bound on a tool result, in bytes: 32 KiB.
+///
+/// Every tool stops adding lines (file lines, paths, matches, diff lines) before its result
+/// passes the bound and says so in a closing note; `bash` keeps the head and the tail of
+/// each of stdout and stderr within half the bound per stream. A result is at most the
+/// bound plus notes of under 300 bytes.
+pub const DEFAULT_OUTPUT_LIMIT: usize = 32 * 1024;
+
+/// The smallest output limit [`ToolOptions::with_output_limit`] accepts: 4 KiB, room for
+/// one line cut at [`MAX_LINE_BYTES`].
+pub const MIN_OUTPUT_LIMIT: usize = 4 * 1024;
+
+/// The number of lines `read` returns when the model gives no `limit`: 2000.
+pub const DEFAULT_READ_LINES: u64 = 2000;
+
+/// The longest line `read` and `grep` show, in bytes; longer lines are cut: 2000.
+pub const MAX_LINE_BYTES: usize = 2000;
+
+/// The largest file `read` returns whole (without `offset` or `limit`), in bytes: 256 KiB.
+pub const MAX_READ_FILE_BYTES: u64 = 256 * 1024;
+
+/// The largest file `read` (in parts) and `edit` open at all, in bytes: 16 MiB. The
+/// sandbox reads files whole, so this bounds the memory one call takes.
+pub const MAX_OPEN_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// The most entries `ls` and paths `glob` list, and matching lines `grep` shows: 1000.
+pub const MAX_RESULTS: usize = 1000;
+
+/// The most lines of context `grep` shows before and after each match: 10.
+pub const MAX_GREP_CONTEXT: usize = 10;
+
+/// The options of a tool set. They appear in the tools' descriptions, so two tool sets with
+/// the same options have byte-identical specs.
+///
+/// ```
+/// use std::time::Duration;
+/// use halo_sandbox::{ToolOptions, DEFAULT_OUTPUT_LIMIT};
+///
+/// let options = ToolOptions::default().with_exec_timeout(Duration::from_secs(5));
+/// assert_eq!(options.exec_timeout(), Duration::from_secs(5));
+/// assert_eq!(options.output_limit(), DEFAULT_OUTPUT_LIMIT);
+/// assert_eq!(ToolOptions::default().with_output_limit(10).output_limit(), 4096);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOptions {
+    output_limit: usize,
+    exec_timeout: Duration,
 }
 
-/// Runs blocking file work on tokio's blocking pool when a tokio runtime is running, and in
-/// place otherwise (so the file tools also work under other executors).
-async fn blocking<T, F>(f: F) -> Result<T, ToolError>
-where
-    F: FnOnce() -> T + Send + 'static,
-    T: Send + 'static,
-{
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) => handle
-            .spawn_blocking(f)
-            .await
-            .map_err(|e| ToolError::Failed(format!("internal error in the sandbox: {e}"))),
-        Err(_) => Ok(f()),
+impl Default for ToolOptions {
+    /// Output limit [`DEFAULT_OUTPUT_LIMIT`] bytes, exec timeout [`DEFAULT_EXEC_TIMEOUT`].
+    fn default() -> Self {
+        ToolOptions {
+            output_limit: DEFAULT_OUTPUT_LIMIT,
+            exec_timeout: DEFAULT_EXEC_TIMEOUT,
+        }
     }
+}
+
+impl ToolOptions {
+    /// Sets the bound on each tool result, in bytes (at least [`MIN_OUTPUT_LIMIT`]; smaller
+    /// values are raised to it). See [`DEFAULT_OUTPUT_LIMIT`].
+    pub fn with_output_limit(mut self, bytes: usize) -> Self {
+        self.output_limit = bytes.max(MIN_OUTPUT_LIMIT);
+        self
+    }
+
+    /// Sets the timeout `bash` uses when the model gives none (clamped to
+    /// [`MAX_EXEC_TIMEOUT`], at least 1 ms). It appears in the `bash` tool's description.
+    pub fn with_exec_timeout(mut self, timeout: Duration) -> Self {
+        self.exec_timeout = timeout.clamp(Duration::from_millis(1), MAX_EXEC_TIMEOUT);
+        self
+    }
+
+    /// The bound on each tool result, in bytes.
+    pub fn output_limit(&self) -> usize {
+        self.output_limit
+    }
+
+    /// The timeout `bash` uses when the model gives none.
+    pub fn exec_timeout(&self) -> Duration {
+        self.exec_timeout
+    }
+}
+
+/// The coding tools over `sandbox`, in this order: `read`, `write`, `edit`, `ls`, `glob`,
+/// `grep`, and `bash` when [`capabilities().exec`](halo_core::sandbox::Capabilities::exec)
+/// is true. Give them to an agent with `HaloAgent::builder(model).tools(...)`.
+///
+/// Failures the model can act on (a missing file, a path outside the root, an `old_string`
+/// that is not unique) are [`ToolError::Failed`] with a message saying what to do; a
+/// non-zero exit or a timeout of `bash` is a normal result.
+///
+/// # Cancel safety
+/// Dropping a `bash` call's future kills the command's whole process group (when the
+/// sandbox's `exec` is cancel safe, as `ContainerSandbox`'s is).
+///
+/// ```
+/// use std::sync::Arc;
+/// use halo_core::SharedSandbox;
+/// use halo_sandbox::{ContainerSandbox, ToolOptions};
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let sandbox: SharedSandbox = Arc::new(ContainerSandbox::new(dir.path()).unwrap());
+/// let names: Vec<String> = halo_sandbox::tools(sandbox, ToolOptions::default())
+///     .iter()
+///     .map(|t| t.spec().name)
+///     .collect();
+/// assert_eq!(names, ["read", "write", "edit", "ls", "glob", "grep", "bash"]);
+/// ```
+pub fn tools(sandbox: SharedSandbox, options: ToolOptions) -> Vec<Arc<dyn DynTool>> {
+    let ctx = Arc::new(Ctx { sandbox, options });
+    let mut tools: Vec<Arc<dyn DynTool>> = vec![
+        Arc::new(read::ReadTool::new(Arc::clone(&ctx))),
+        Arc::new(write::WriteTool::new(Arc::clone(&ctx))),
+        Arc::new(edit::EditTool::new(Arc::clone(&ctx))),
+        Arc::new(ls::LsTool::new(Arc::clone(&ctx))),
+        Arc::new(glob::GlobTool::new(Arc::clone(&ctx))),
+        Arc::new(grep::GrepTool::new(Arc::clone(&ctx))),
+    ];
+    if ctx.sandbox.capabilities().exec {
+        tools.push(Arc::new(bash::BashTool::new(ctx)));
+    }
+    tools
+}
+
+/// What every tool of one set holds.
+struct Ctx {
+    sandbox: SharedSandbox,
+    options: ToolOptions,
+}
+
+/// A sandbox error as the failure the model reads (an `is_error` tool result).
+fn failed(e: SandboxError) -> ToolError {
+    ToolError::Failed(e.to_string())
+}
+
+/// Parses a path argument; `None` is the root.
+fn parse_path(arg: Option<&str>) -> Result<SandboxPath, ToolError> {
+    SandboxPath::parse(arg.unwrap_or("")).map_err(failed)
 }

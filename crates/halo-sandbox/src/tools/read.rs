@@ -1,20 +1,20 @@
 //! `read`: a text file's lines, numbered like `cat -n`.
 
-use std::io::{self, BufRead, BufReader, Cursor, Read};
 use std::sync::Arc;
 
+use halo_core::sandbox::{FileKind, SandboxError, SandboxPath};
 use halo_core::{Tool, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::error::SandboxError;
-use crate::sandbox::{
-    DEFAULT_READ_LINES, MAX_LINE_BYTES, MAX_READ_FILE_BYTES, SandboxPath, Shared,
+use super::{
+    Ctx, DEFAULT_READ_LINES, MAX_LINE_BYTES, MAX_OPEN_FILE_BYTES, MAX_READ_FILE_BYTES, failed,
+    parse_path,
 };
-use crate::text::{Lines, cut_line, strip_eol};
+use crate::text::{Lines, show_line};
 
 /// How many leading bytes are checked for NUL to tell a binary file: 8 KiB (as git does).
-const BINARY_CHECK_BYTES: u64 = 8 * 1024;
+pub(super) const BINARY_CHECK_BYTES: usize = 8 * 1024;
 
 // Arguments of `read` (no doc comment: it would enter the schema the model reads).
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -30,25 +30,22 @@ pub(crate) struct ReadArgs {
     limit: Option<u64>,
 }
 
-pub(crate) struct ReadTool {
-    shared: Arc<Shared>,
+pub(super) struct ReadTool {
+    ctx: Arc<Ctx>,
     description: String,
 }
 
 impl ReadTool {
-    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+    pub(super) fn new(ctx: Arc<Ctx>) -> Self {
         let description = format!(
             "Reads a text file in the sandbox. Returns its lines numbered like `cat -n`: the \
              line number right-aligned in 6 columns, a tab, then the line. Returns up to \
              {DEFAULT_READ_LINES} lines from `offset` (or `limit` lines); lines longer than \
              {MAX_LINE_BYTES} bytes are cut. Binary files are refused. Files over \
              {MAX_READ_FILE_BYTES} bytes must be read in parts with `offset` and `limit`, or \
-             searched with grep."
+             searched with grep; files over {MAX_OPEN_FILE_BYTES} bytes can only be searched."
         );
-        ReadTool {
-            shared,
-            description,
-        }
+        ReadTool { ctx, description }
     }
 }
 
@@ -64,57 +61,97 @@ impl Tool for ReadTool {
     }
 
     async fn call(&self, args: ReadArgs) -> Result<ToolOutput, ToolError> {
-        let shared = Arc::clone(&self.shared);
-        let text = super::blocking(move || read(&shared, &args)).await??;
+        let path = parse_path(Some(&args.path))?;
+        let whole = args.offset.is_none() && args.limit.is_none();
+        let limit = if whole {
+            MAX_READ_FILE_BYTES
+        } else {
+            MAX_OPEN_FILE_BYTES
+        };
+        let bytes = read_text_file(&self.ctx, &path, limit).await?;
+        let text = number_lines(
+            &path,
+            &bytes,
+            args.offset.unwrap_or(1).max(1),
+            args.limit.unwrap_or(DEFAULT_READ_LINES).max(1),
+            self.ctx.options.output_limit(),
+        )?;
         Ok(ToolOutput::text(text))
     }
 }
 
-fn read(shared: &Shared, args: &ReadArgs) -> Result<String, SandboxError> {
-    let path = SandboxPath::parse(Some(&args.path))?;
-    let meta = shared
-        .dir
-        .metadata(path.cap())
-        .map_err(|e| path.io_error("read", e))?;
-    if meta.is_dir() {
-        return Err(SandboxError::IsDirectory { path: path.arg });
+/// The bytes of a regular text file of at most `limit` bytes; refuses folders, FIFOs,
+/// larger files and binary files (a NUL byte in the first [`BINARY_CHECK_BYTES`]) with a
+/// message that says what to do.
+pub(super) async fn read_text_file(
+    ctx: &Ctx,
+    path: &SandboxPath,
+    limit: u64,
+) -> Result<Vec<u8>, ToolError> {
+    let meta = ctx.sandbox.stat_boxed(path).await.map_err(failed)?;
+    match meta.kind {
+        FileKind::File => {}
+        FileKind::Dir => {
+            return Err(failed(SandboxError::IsDirectory {
+                path: path.display().into(),
+            }));
+        }
+        FileKind::Symlink | FileKind::Other => {
+            return Err(failed(SandboxError::NotRegularFile {
+                path: path.display().into(),
+            }));
+        }
     }
-    // FIFOs and devices could block or never end: only regular files are opened.
-    if !meta.is_file() {
-        return Err(SandboxError::NotRegularFile { path: path.arg });
+    let too_large = |size: u64| {
+        let advice = if limit == MAX_READ_FILE_BYTES {
+            "read part of it with offset and limit, or search it with grep"
+        } else {
+            "search it with grep instead"
+        };
+        ToolError::Failed(format!(
+            "`{path}` is {size} bytes, over the {limit}-byte limit for {}; {advice}",
+            if limit == MAX_READ_FILE_BYTES {
+                "reading a whole file"
+            } else {
+                "opening a file"
+            }
+        ))
+    };
+    if meta.len > limit {
+        return Err(too_large(meta.len));
     }
-    if args.offset.is_none() && args.limit.is_none() && meta.len() > MAX_READ_FILE_BYTES {
-        return Err(SandboxError::TooLarge {
-            path: path.arg,
-            size: meta.len(),
-            limit: MAX_READ_FILE_BYTES,
-        });
+    let bytes = ctx.sandbox.read_boxed(path).await.map_err(failed)?;
+    // The file may have grown since it was looked at.
+    if bytes.len() as u64 > limit {
+        return Err(too_large(bytes.len() as u64));
     }
-    let mut file = shared
-        .dir
-        .open(path.cap())
-        .map_err(|e| path.io_error("read", e))?;
-    let io_err = |e| path.io_error("read", e);
+    if bytes[..bytes.len().min(BINARY_CHECK_BYTES)].contains(&0) {
+        return Err(ToolError::Failed(format!(
+            "`{path}` looks like a binary file (it contains NUL bytes); only text files can \
+             be read"
+        )));
+    }
+    Ok(bytes)
+}
 
-    let mut head = Vec::new();
-    (&mut file)
-        .take(BINARY_CHECK_BYTES)
-        .read_to_end(&mut head)
-        .map_err(io_err)?;
-    if head.contains(&0) {
-        return Err(SandboxError::Binary { path: path.arg });
+/// Lines `start..start + limit` of `bytes`, numbered, within `output_limit` bytes, with a
+/// note on how to read on.
+fn number_lines(
+    path: &SandboxPath,
+    bytes: &[u8],
+    start: u64,
+    limit: u64,
+    output_limit: usize,
+) -> Result<String, ToolError> {
+    if bytes.is_empty() {
+        return Ok("(empty file)".to_string());
     }
-    let mut reader = BufReader::new(Cursor::new(head).chain(file));
-
-    let start = args.offset.unwrap_or(1).max(1);
-    let limit = args.limit.unwrap_or(DEFAULT_READ_LINES).max(1);
-    let mut out = Lines::new(shared.config.output_limit);
-    let mut line = Vec::new();
+    let mut out = Lines::new(output_limit);
     let mut lineno: u64 = 0;
     let mut shown: u64 = 0;
     let mut more = false;
     let mut full = false;
-    while read_line_capped(&mut reader, &mut line).map_err(io_err)? {
+    for line in bytes.split_inclusive(|&b| b == b'\n') {
         lineno += 1;
         if lineno < start {
             continue;
@@ -123,22 +160,16 @@ fn read(shared: &Shared, args: &ReadArgs) -> Result<String, SandboxError> {
             more = true;
             break;
         }
-        let text = String::from_utf8_lossy(strip_eol(&line));
-        if !out.push(&format!("{lineno:>6}\t{}", cut_line(&text))) {
+        if !out.push(&format!("{lineno:>6}\t{}", show_line(line))) {
             full = true;
             break;
         }
         shown += 1;
     }
-    if lineno == 0 {
-        return Ok("(empty file)".to_string());
-    }
     if shown == 0 && !full {
-        return Err(SandboxError::OffsetPastEnd {
-            path: path.arg,
-            lines: lineno,
-            offset: start,
-        });
+        return Err(ToolError::Failed(format!(
+            "`{path}` has {lineno} lines; offset {start} is past the end"
+        )));
     }
     let last = start + shown.saturating_sub(1);
     let note = if full {
@@ -155,35 +186,4 @@ fn read(shared: &Shared, args: &ReadArgs) -> Result<String, SandboxError> {
         None
     };
     Ok(out.finish(note))
-}
-
-/// Reads one line (through `\n`) into `buf`, keeping at most a few bytes more than
-/// [`MAX_LINE_BYTES`] so one huge line cannot fill memory; returns `false` at end of file.
-fn read_line_capped(reader: &mut impl BufRead, buf: &mut Vec<u8>) -> io::Result<bool> {
-    // Enough over the cut that `cut_line` sees the line is long and marks the cut.
-    const KEEP: usize = MAX_LINE_BYTES + 4;
-    buf.clear();
-    let mut any = false;
-    loop {
-        let chunk = match reader.fill_buf() {
-            Ok(c) => c,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if chunk.is_empty() {
-            return Ok(any);
-        }
-        any = true;
-        let (part, done) = match chunk.iter().position(|&b| b == b'\n') {
-            Some(i) => (&chunk[..=i], true),
-            None => (chunk, false),
-        };
-        let room = KEEP.saturating_sub(buf.len());
-        buf.extend_from_slice(&part[..room.min(part.len())]);
-        let n = part.len();
-        reader.consume(n);
-        if done {
-            return Ok(true);
-        }
-    }
 }

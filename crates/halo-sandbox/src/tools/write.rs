@@ -1,14 +1,12 @@
 //! `write`: creates or replaces a file, creating its parent folders.
 
-use std::io;
 use std::sync::Arc;
 
 use halo_core::{Tool, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::error::SandboxError;
-use crate::sandbox::{SandboxPath, Shared};
+use super::{Ctx, failed, parse_path};
 
 // Arguments of `write` (no doc comment: it would enter the schema the model reads).
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -20,13 +18,13 @@ pub(crate) struct WriteArgs {
     content: String,
 }
 
-pub(crate) struct WriteTool {
-    shared: Arc<Shared>,
+pub(super) struct WriteTool {
+    ctx: Arc<Ctx>,
 }
 
 impl WriteTool {
-    pub(crate) fn new(shared: Arc<Shared>) -> Self {
-        WriteTool { shared }
+    pub(super) fn new(ctx: Arc<Ctx>) -> Self {
+        WriteTool { ctx }
     }
 }
 
@@ -39,45 +37,18 @@ impl Tool for WriteTool {
 
     fn description(&self) -> &str {
         "Writes a text file in the sandbox, replacing it if it exists and creating missing \
-         parent folders. Returns the number of bytes written."
+         parent folders. Returns the number of bytes written. To change part of a file, use \
+         edit."
     }
 
     async fn call(&self, args: WriteArgs) -> Result<ToolOutput, ToolError> {
-        let shared = Arc::clone(&self.shared);
-        let text = super::blocking(move || write(&shared, &args)).await??;
-        Ok(ToolOutput::text(text))
+        let path = parse_path(Some(&args.path))?;
+        let len = args.content.len();
+        self.ctx
+            .sandbox
+            .write_boxed(&path, args.content.into_bytes())
+            .await
+            .map_err(failed)?;
+        Ok(ToolOutput::text(format!("wrote {len} bytes to `{path}`")))
     }
-}
-
-fn write(shared: &Shared, args: &WriteArgs) -> Result<String, SandboxError> {
-    let path = SandboxPath::parse(Some(&args.path))?;
-    if path.rel.as_os_str().is_empty() {
-        return Err(SandboxError::IsDirectory { path: path.arg });
-    }
-    // Look first so a directory, FIFO or device is refused before anything is created
-    // (opening a FIFO for writing would block).
-    match shared.dir.metadata(path.cap()) {
-        Ok(m) if m.is_dir() => return Err(SandboxError::IsDirectory { path: path.arg }),
-        Ok(m) if !m.is_file() => return Err(SandboxError::NotRegularFile { path: path.arg }),
-        Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(path.io_error("write", e)),
-    }
-    if let Some(parent) = path.rel.parent()
-        && !parent.as_os_str().is_empty()
-    {
-        shared
-            .dir
-            .create_dir_all(parent)
-            .map_err(|e| path.io_error("create the parent folders of", e))?;
-    }
-    shared
-        .dir
-        .write(path.cap(), args.content.as_bytes())
-        .map_err(|e| path.io_error("write", e))?;
-    Ok(format!(
-        "wrote {} bytes to `{}`",
-        args.content.len(),
-        path.display()
-    ))
 }

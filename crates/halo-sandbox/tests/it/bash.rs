@@ -126,7 +126,7 @@ async fn a_process_that_escapes_the_group_cannot_hang_the_call() {
     assert_eq!(
         out,
         format!(
-            "exit code: 0\nstdout:\n{pid}\n[a process that left the command's process group \
+            "exit code: 0\nstdout:\n{pid}\nstderr:\n[a process that left the command's process group \
              kept its output open; the output may be incomplete]"
         )
     );

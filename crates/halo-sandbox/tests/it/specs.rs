@@ -75,16 +75,21 @@ fn tool_names_and_required_arguments() {
             serde_json::json!(["path", "content"]),
             vec!["content", "path"],
         ),
+        (
+            "edit",
+            serde_json::json!(["path", "old_string", "new_string"]),
+            vec!["new_string", "old_string", "path", "replace_all"],
+        ),
         ("ls", serde_json::Value::Null, vec!["path"]),
         (
             "glob",
             serde_json::json!(["pattern"]),
-            vec!["path", "pattern"],
+            vec!["include_ignored", "path", "pattern"],
         ),
         (
             "grep",
             serde_json::json!(["pattern"]),
-            vec!["glob", "ignore_case", "path", "pattern"],
+            vec!["context", "glob", "ignore_case", "path", "pattern"],
         ),
         (
             "bash",
