@@ -6,5 +6,6 @@ mod bash;
 mod common;
 mod confinement;
 mod files;
+mod policy;
 mod search;
 mod specs;
