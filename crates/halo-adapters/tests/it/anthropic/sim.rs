@@ -1,0 +1,375 @@
+//! Agent runs against `AnthropicSim`, whose cache figures follow Anthropic's documented
+//! rules: each call after the first reads the whole previous request from the cache (the
+//! exact token figure the simulator computes), a dropped cache reads nothing and the ledger
+//! calls it a bust, a prefix change is the one expected miss, TTLs expire, and a turn wider
+//! than the 20-block lookback is still read thanks to the planner's extra breakpoint.
+
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use halo_adapters::anthropic::{AnthropicAdapter, CacheMode, CacheTtl};
+use halo_adapters::sim::SimReply;
+use halo_adapters::sim::anthropic::{AnthropicSim, SimRecord};
+use halo_core::ledger::CacheVerdict;
+use halo_core::tool::{NoArgs, Tool, ToolError, ToolOutput};
+use halo_core::{
+    AgentEvent, AssistantMessage, GenerationOptions, HaloAgent, Message, ModelAdapter, ModelError,
+    StablePrefix, StepResult, ToolCall,
+};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{KEY, MODEL, request};
+
+struct Add;
+#[derive(Deserialize, JsonSchema)]
+struct AddArgs {
+    /// First addend.
+    a: i64,
+    /// Second addend.
+    b: i64,
+}
+impl Tool for Add {
+    type Args = AddArgs;
+    fn name(&self) -> &str {
+        "add"
+    }
+    fn description(&self) -> &str {
+        "Adds two integers."
+    }
+    async fn call(&self, args: AddArgs) -> Result<ToolOutput, ToolError> {
+        Ok((args.a + args.b).to_string().into())
+    }
+}
+
+struct Clock;
+impl Tool for Clock {
+    type Args = NoArgs;
+    fn name(&self) -> &str {
+        "clock"
+    }
+    fn description(&self) -> &str {
+        "Tells the time."
+    }
+    async fn call(&self, _: NoArgs) -> Result<ToolOutput, ToolError> {
+        Ok("12:00".into())
+    }
+}
+
+/// A system prompt well above claude-sonnet-4-5's 1,024-token minimum (about 2,000 tokens).
+fn long_system() -> String {
+    (1..=100)
+        .map(|i| format!("Rule {i}: keep answers short, show the sum you computed, and never guess a number.\n"))
+        .collect()
+}
+
+fn adapter(sim: &AnthropicSim, mode: CacheMode) -> AnthropicAdapter {
+    AnthropicAdapter::builder(MODEL)
+        .api_key(KEY)
+        .base_url(sim.base_url())
+        .cache_mode(mode)
+        .max_retries(0)
+        .build()
+        .unwrap()
+}
+
+fn agent(model: AnthropicAdapter) -> HaloAgent {
+    HaloAgent::builder(model)
+        .system(long_system())
+        .tool(Add)
+        .unwrap()
+        .options(GenerationOptions::default().with_max_tokens(256))
+        .build()
+}
+
+fn add(a: i64, b: i64) -> SimReply {
+    SimReply::tool_call("add", json!({"a": a, "b": b}))
+}
+
+/// Each step's reported usage must be exactly the simulator's figures for its request.
+fn assert_usage_matches(steps: &[StepResult], records: &[SimRecord]) {
+    assert_eq!(steps.len(), records.len());
+    for (n, (step, rec)) in steps.iter().zip(records).enumerate() {
+        assert_eq!(rec.status, 200, "request {n}");
+        assert_eq!(
+            step.usage.input_tokens,
+            Some(rec.total_input_tokens),
+            "request {n}"
+        );
+        assert_eq!(
+            step.usage.cache_read_tokens,
+            Some(rec.cache_read_input_tokens),
+            "request {n}"
+        );
+        assert_eq!(
+            step.usage.cache_write_tokens,
+            Some(rec.cache_creation_input_tokens),
+            "request {n}"
+        );
+        assert_eq!(
+            step.usage.output_tokens,
+            Some(rec.output_tokens),
+            "request {n}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn each_call_reads_the_whole_previous_request_and_a_dropped_cache_reads_nothing() {
+    let sim = AnthropicSim::start().await.unwrap();
+    sim.set_reply_script([
+        add(40, 2),
+        add(42, 1),
+        SimReply::text("40+2+1 is 43."),
+        add(43, 7),
+        SimReply::text("Plus 7 is 50."),
+        SimReply::text("Still 50."),
+    ]);
+    let mut agent = agent(adapter(&sim, CacheMode::default()));
+
+    let first = agent.generate_text("What is 40+2+1?").await.unwrap();
+    assert_eq!(first.text, "40+2+1 is 43.");
+    let records = sim.records();
+    assert_usage_matches(&first.steps, &records);
+    // The first call writes everything; each later one reads exactly the previous request.
+    assert_eq!(records[0].cache_read_input_tokens, 0);
+    assert_eq!(
+        records[0].cache_creation_input_tokens,
+        records[0].total_input_tokens
+    );
+    assert!(
+        records[0].total_input_tokens > 1024,
+        "{}",
+        records[0].total_input_tokens
+    );
+    for n in 1..records.len() {
+        assert_eq!(
+            records[n].cache_read_input_tokens,
+            records[n - 1].total_input_tokens,
+            "request {n} reads request {} whole",
+            n - 1
+        );
+        assert_eq!(
+            records[n].cache_read_input_tokens, records[n].seen_prefix_tokens,
+            "request {n} reads all a cache could"
+        );
+        assert_eq!(
+            records[n].cache_creation_input_tokens,
+            records[n].total_input_tokens - records[n - 1].total_input_tokens,
+            "request {n} writes only what is new"
+        );
+        assert_eq!(
+            records[n].input_tokens, 0,
+            "nothing after the moving breakpoint"
+        );
+    }
+
+    // A second run streams (the simulator's SSE path) and still reads the whole previous
+    // request: the previous run's last request ended two blocks before this one's end.
+    let events: Vec<_> = agent.stream_text("And plus 7?").collect().await;
+    let Some(Ok(AgentEvent::Finish(second))) = events.last() else {
+        panic!("the run did not finish: {events:?}");
+    };
+    assert_eq!(second.text, "Plus 7 is 50.");
+    let records = sim.records();
+    assert_usage_matches(&second.steps, &records[3..]);
+    assert_eq!(
+        records[3].cache_read_input_tokens,
+        records[2].total_input_tokens
+    );
+    assert_eq!(
+        records[4].cache_read_input_tokens,
+        records[3].total_input_tokens
+    );
+    assert_eq!(
+        sim.requests()[3]["stream"],
+        true,
+        "the second run went through the streaming path"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, Ok(AgentEvent::CacheBust(_)))),
+        "a warm cache is no bust"
+    );
+
+    // The provider drops its cache: the next call reads nothing, writes everything, and
+    // the ledger reports a bust.
+    sim.drop_cache();
+    let third = agent.generate_text("Check again.").await.unwrap();
+    let records = sim.records();
+    let last = records.last().unwrap();
+    assert_eq!(last.cache_read_input_tokens, 0);
+    assert_eq!(last.cache_creation_input_tokens, last.total_input_tokens);
+    assert_eq!(third.steps[0].usage.cache_read_tokens, Some(0));
+    assert_eq!(third.stats.cache_busts, 1);
+    assert!(agent.cache_ledger().last().unwrap().is_bust());
+    assert_eq!(sim.remaining_replies(), 0);
+}
+
+#[tokio::test]
+async fn adding_a_tool_mid_session_is_the_one_expected_miss() {
+    let sim = AnthropicSim::start().await.unwrap();
+    sim.set_reply_script([
+        add(1, 1),
+        SimReply::text("2"),
+        SimReply::tool_call("clock", json!({})),
+        SimReply::text("It is 12:00."),
+    ]);
+    let mut agent = agent(adapter(&sim, CacheMode::default()));
+    agent.generate_text("1+1?").await.unwrap();
+    agent.add_tool(Clock).unwrap();
+    let out = agent.generate_text("And the time?").await.unwrap();
+    let records = sim.records();
+    // Tools come first in Anthropic's cache order: a new tool changes every prefix.
+    assert_eq!(records[2].cache_read_input_tokens, 0);
+    assert_eq!(
+        records[3].cache_read_input_tokens,
+        records[2].total_input_tokens
+    );
+    let verdicts: Vec<_> = agent
+        .cache_ledger()
+        .checks()
+        .map(|c| c.verdict.clone())
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            CacheVerdict::Cold,
+            CacheVerdict::Hit,
+            CacheVerdict::ExpectedMiss,
+            CacheVerdict::Hit
+        ]
+    );
+    assert_eq!(agent.cache_ledger().expected_misses(), 1);
+    assert_eq!(out.stats.cache_busts, 0);
+}
+
+#[tokio::test]
+async fn five_minute_entries_expire_and_a_one_hour_prefix_survives() {
+    let sim = AnthropicSim::start().await.unwrap();
+    sim.set_reply_script([
+        SimReply::text("2"),
+        SimReply::text("4"),
+        SimReply::text("6"),
+        SimReply::text("8"),
+    ]);
+    let mode = CacheMode::Breakpoints {
+        prefix_ttl: CacheTtl::OneHour,
+        history_ttl: CacheTtl::FiveMinutes,
+    };
+    let mut agent = agent(adapter(&sim, mode));
+    agent.generate_text("1+1?").await.unwrap();
+    let records = sim.records();
+    let request = &sim.requests()[0];
+    assert_eq!(
+        request["system"][0]["cache_control"],
+        json!({"type": "ephemeral", "ttl": "1h"})
+    );
+    // Block 0 is the tool, block 1 the system prompt: the prefix is those two.
+    assert_eq!(records[0].breakpoints, [1, 2]);
+
+    // Six minutes later the history entry is gone; the one-hour prefix is read.
+    sim.advance_clock(Duration::from_secs(6 * 60));
+    agent.generate_text("2+2?").await.unwrap();
+    let prefix_only = sim.records()[1].cache_read_input_tokens;
+    assert!(prefix_only > 1024, "{prefix_only}");
+    assert!(prefix_only < records[0].total_input_tokens);
+    // Within five minutes the whole previous request is read again.
+    sim.advance_clock(Duration::from_secs(4 * 60));
+    agent.generate_text("3+3?").await.unwrap();
+    let records = sim.records();
+    assert_eq!(
+        records[2].cache_read_input_tokens,
+        records[1].total_input_tokens
+    );
+    // After an hour nothing is left.
+    sim.advance_clock(Duration::from_secs(65 * 60));
+    agent.generate_text("4+4?").await.unwrap();
+    assert_eq!(sim.records()[3].cache_read_input_tokens, 0);
+}
+
+#[tokio::test]
+async fn a_turn_wider_than_the_lookback_is_still_read() {
+    // Eleven parallel calls put 22 blocks between the previous request's end and the
+    // newest block. The planner's extra breakpoint reads it; automatic caching (one
+    // breakpoint on the last block) cannot reach it.
+    let eleven = || {
+        SimReply::ToolCalls(
+            (1..=11)
+                .map(|i| ("add".to_string(), json!({"a": i, "b": 1})))
+                .collect(),
+        )
+    };
+    let mut reads = Vec::new();
+    for mode in [
+        CacheMode::default(),
+        CacheMode::Automatic {
+            ttl: CacheTtl::FiveMinutes,
+        },
+    ] {
+        let sim = AnthropicSim::start().await.unwrap();
+        sim.set_reply_script([eleven(), SimReply::text("Done.")]);
+        let mut agent = agent(adapter(&sim, mode));
+        agent
+            .generate_text("Add 1 to each of 1..=11.")
+            .await
+            .unwrap();
+        let records = sim.records();
+        assert_eq!(records[1].status, 200);
+        reads.push((
+            records[1].cache_read_input_tokens,
+            records[0].total_input_tokens,
+        ));
+    }
+    let (planned, previous) = reads[0];
+    assert_eq!(
+        planned, previous,
+        "breakpoints: the whole previous request is read"
+    );
+    let (automatic, _) = reads[1];
+    assert_eq!(automatic, 0, "automatic caching misses beyond the lookback");
+}
+
+#[tokio::test]
+async fn the_simulator_rejects_an_unanswered_tool_use_in_anthropics_shape() {
+    let sim = AnthropicSim::start().await.unwrap();
+    sim.push_reply(SimReply::text("unused"));
+    let model = adapter(&sim, CacheMode::default());
+    let prefix = StablePrefix::new("s")
+        .with_tool(halo_core::ToolSpec::new(
+            "add",
+            "Adds.",
+            json!({"type": "object"}),
+        ))
+        .unwrap();
+    let history = [
+        Message::user("1+1?"),
+        Message::Assistant(AssistantMessage {
+            tool_calls: vec![ToolCall::new("toolu_01A", "add", "{}")],
+            ..AssistantMessage::default()
+        }),
+        Message::user("never mind"),
+    ];
+    let options = GenerationOptions::default();
+    let err = model
+        .generate(request(&prefix, &history, &options))
+        .await
+        .unwrap_err();
+    let ModelError::InvalidRequest {
+        status: 400,
+        message,
+    } = &err
+    else {
+        panic!("{err:?}");
+    };
+    assert!(
+        message.contains(
+            "`tool_use` ids were found without `tool_result` blocks immediately after: toolu_01A"
+        ) && message.contains("(type invalid_request_error)"),
+        "{message}"
+    );
+    assert_eq!(sim.remaining_replies(), 1, "no reply was used");
+    assert_eq!(sim.records()[0].status, 400);
+}
