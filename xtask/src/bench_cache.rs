@@ -35,8 +35,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Context as _;
+use halo_adapters::anthropic::AnthropicAdapter;
 use halo_adapters::openai::OpenAiCompatible;
 use halo_adapters::sim::SimReply;
+use halo_adapters::sim::anthropic::AnthropicSim;
 use halo_adapters::sim::openai::{OpenAiSim, SimProfile};
 use halo_core::{
     AgentStats, DynTool, HaloAgent, ModelAdapter, ModelError, ModelRequest, ModelResponse,
@@ -87,15 +89,17 @@ async fn run_all() -> anyhow::Result<()> {
 enum Provider {
     OpenAi,
     DeepSeek,
+    Anthropic,
 }
 
 impl Provider {
-    const ALL: [Provider; 2] = [Provider::OpenAi, Provider::DeepSeek];
+    const ALL: [Provider; 3] = [Provider::OpenAi, Provider::DeepSeek, Provider::Anthropic];
 
     fn name(self) -> &'static str {
         match self {
             Provider::OpenAi => "openai",
             Provider::DeepSeek => "deepseek",
+            Provider::Anthropic => "anthropic",
         }
     }
 
@@ -117,6 +121,22 @@ impl Provider {
                 };
                 let model = builder
                     .api_key("sk-bench")
+                    .base_url(sim.base_url())
+                    .max_retries(0)
+                    .build()
+                    .context("cannot build the adapter")?;
+                let stats = session.run(model, baseline).await?;
+                let records = sim.records();
+                let max = records.iter().map(|r| r.seen_prefix_tokens).sum();
+                Ok(Figures::new(stats, Some(max)))
+            }
+            Provider::Anthropic => {
+                let sim = AnthropicSim::start()
+                    .await
+                    .context("cannot start the simulator")?;
+                sim.set_reply_script(session.script());
+                let model = AnthropicAdapter::builder("claude-sonnet-4-5")
+                    .api_key("sk-ant-bench")
                     .base_url(sim.base_url())
                     .max_retries(0)
                     .build()
@@ -634,6 +654,7 @@ fn table(session: &Session, rows: &[(Provider, Figures, Figures)]) -> String {
         "cost x"
     );
     let _ = writeln!(out, "{}", "-".repeat(109));
+    let mut notes = Vec::new();
     for (provider, halo, base) in rows {
         let (max_share, of_max, base_of_max) = match halo.max {
             Some(max) => (
@@ -660,6 +681,15 @@ fn table(session: &Session, rows: &[(Provider, Figures, Figures)]) -> String {
             base.busts,
             format!("{:.2}", base.cost() / halo.cost()),
         );
+        if halo.written > 0 || base.written > 0 {
+            notes.push(format!(
+                "{}: written to the cache (in input, priced at {:.0}%): halo {}, baseline {}",
+                provider.name(),
+                WRITE_PRICE * 100.0,
+                group(halo.written),
+                group(base.written)
+            ));
+        }
         if halo.requests != STEPS as u64 || base.requests != STEPS as u64 {
             let _ = writeln!(
                 out,
@@ -669,6 +699,9 @@ fn table(session: &Session, rows: &[(Provider, Figures, Figures)]) -> String {
                 base.requests
             );
         }
+    }
+    for note in notes {
+        let _ = writeln!(out, "{note}");
     }
     let _ = writeln!(
         out,
