@@ -48,12 +48,14 @@ impl Echo {
 /// What the hooks did, in order, shared by all hooks of a test.
 type Journal = Arc<Mutex<Vec<String>>>;
 
+type Decide = Box<dyn Fn(&ToolCall, &Value) -> ToolCallDecision + Send + Sync>;
+
 /// A hook that writes `NAME before TOOL ARGS` / `NAME after TOOL` to the journal, decides
 /// with `decide`, and appends ` [NAME]` to every result.
 struct Recorder {
     name: &'static str,
     journal: Journal,
-    decide: Box<dyn Fn(&ToolCall, &Value) -> ToolCallDecision + Send + Sync>,
+    decide: Decide,
 }
 
 impl Recorder {

@@ -130,10 +130,13 @@ pub(crate) async fn ask(
     }
 }
 
+/// A filter over tool calls and their parsed arguments.
+type CallFilter = Box<dyn Fn(&ToolCall, &Value) -> bool + Send + Sync>;
+
 /// Which calls an [`ApprovalHook`] asks about.
 enum Selection {
     Tools(BTreeSet<String>),
-    When(Box<dyn Fn(&ToolCall, &Value) -> bool + Send + Sync>),
+    When(CallFilter),
 }
 
 /// A before-hook that asks an [`Approver`] before selected tool calls run: by default

@@ -278,13 +278,14 @@ impl Splitter {
         self.end_word();
         let mut op = String::new();
         while let Some(c) = self.peek(0) {
-            let fits = match (op.as_str(), c) {
-                ("", '&' | '<' | '>') => true,
-                ("&", '>') | ("&>", '>') => true,
-                (">", '>' | '|' | '&') => true,
-                ("<", '<' | '>' | '&') | ("<<", '<') => true,
-                _ => false,
-            };
+            let fits = matches!(
+                (op.as_str(), c),
+                ("", '&' | '<' | '>')
+                    | ("&" | "&>", '>')
+                    | (">", '>' | '|' | '&')
+                    | ("<", '<' | '>' | '&')
+                    | ("<<", '<')
+            );
             if !fits {
                 break;
             }
