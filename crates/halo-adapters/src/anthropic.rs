@@ -46,7 +46,7 @@
 //! # Ok(()) }
 //! ```
 
-mod cache;
+pub mod cache;
 mod config;
 mod error;
 mod request;

@@ -274,17 +274,18 @@ pub(crate) fn build<'a>(
             Message::Assistant(a) => {
                 last_calls = &a.tool_calls;
                 let mut blocks: Vec<Block<'a>> = Vec::new();
+                // Unsigned reasoning (another provider's) is left out.
                 for r in &a.reasoning {
-                    match r.signature.as_deref() {
-                        Some(sig) => match sig.strip_prefix(REDACTED_THINKING_PREFIX) {
-                            Some(data) => blocks.push(Block::RedactedThinking { data }),
-                            None => blocks.push(Block::Thinking {
-                                thinking: &r.text,
-                                signature: sig,
-                            }),
+                    let Some(sig) = r.signature.as_deref() else {
+                        continue;
+                    };
+                    blocks.push(match sig.strip_prefix(REDACTED_THINKING_PREFIX) {
+                        Some(data) => Block::RedactedThinking { data },
+                        None => Block::Thinking {
+                            thinking: &r.text,
+                            signature: sig,
                         },
-                        None => {}
-                    }
+                    });
                 }
                 let thinking = blocks.len();
                 if !a.text.is_empty() {

@@ -764,9 +764,12 @@ async fn rate_limits_and_overload_are_retried_after_retry_after() {
     assert!(err.is_retryable());
 }
 
+/// Whether an error is the expected variant.
+type ErrorCheck = fn(&ModelError) -> bool;
+
 #[tokio::test]
 async fn client_errors_are_typed_not_retried_and_redacted() {
-    let cases: Vec<(u16, &str, String, fn(&ModelError) -> bool)> = vec![
+    let cases: Vec<(u16, &str, String, ErrorCheck)> = vec![
         (
             400,
             "invalid_request_error",
