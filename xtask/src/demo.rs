@@ -1,7 +1,8 @@
 //! `cargo xtask demo "TASK" [--dir DIR]`: sets up what is missing, then runs `examples/coder`.
 //!
-//! With `DEEPSEEK_API_KEY` or `OPENAI_API_KEY` set, the agent uses that provider and the
-//! embedded model is not built. Otherwise the embedded model is used: its build
+//! With `ANTHROPIC_API_KEY`, `GEMINI_API_KEY`, `DEEPSEEK_API_KEY` or `OPENAI_API_KEY` set
+//! (picked in that order; each with an optional `*_BASE_URL` and `*_MODEL`), the agent uses
+//! that provider and the embedded model is not built. Otherwise the embedded model is used: its build
 //! prerequisites are checked (and installed with apt-get on Debian/Ubuntu as root) and the
 //! model file is fetched on first use.
 
@@ -76,7 +77,12 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         }
     };
 
-    let remote = ["DEEPSEEK_API_KEY", "OPENAI_API_KEY"]
+    let remote = [
+        "ANTHROPIC_API_KEY",
+        "GEMINI_API_KEY",
+        "DEEPSEEK_API_KEY",
+        "OPENAI_API_KEY",
+    ]
         .iter()
         .any(|k| std::env::var(k).is_ok_and(|v| !v.is_empty()));
     let mut cmd = Command::new("cargo");
