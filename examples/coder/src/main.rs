@@ -1,7 +1,7 @@
 //! `coder`: Halo's main job — a coding agent working in a sandboxed folder.
 //!
 //! ```text
-//! cargo run -p coder -- "TASK" [--dir DIR] [--max-steps N]
+//! cargo run -p coder -- "TASK" [--dir DIR] [--max-steps N] [--read-only] [--yes]
 //! ```
 //!
 //! The model is picked from the environment: `DEEPSEEK_API_KEY` (optional
@@ -11,6 +11,13 @@
 //! tools (`read`, `write`, `ls`, `glob`, `grep`, `bash`) confined to DIR. The run streams
 //! (`HaloAgent::stream_text`): the model's text token by token, each tool call as it is
 //! decided, its (shortened) result, then a stats line.
+//!
+//! Safety hooks (`approval.rs`): a command denylist, a permission policy and output
+//! truncation. By default file edits run and each command asks `[Y]es / [N]o / [Q]uit` on
+//! the terminal; `--read-only` allows only reading, `--yes` runs commands without asking.
+//! The small embedded model always runs read-only.
+
+mod approval;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -60,12 +67,16 @@ struct Args {
     task: String,
     dir: PathBuf,
     max_steps: usize,
+    permissions: approval::Permissions,
 }
+
+const USAGE: &str = "usage: coder \"TASK\" [--dir DIR] [--max-steps N] [--read-only] [--yes]";
 
 fn parse_args() -> anyhow::Result<Args> {
     let mut task = None;
     let mut dir = PathBuf::from(".");
     let mut max_steps = 10;
+    let mut permissions = approval::Permissions::default();
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -73,8 +84,10 @@ fn parse_args() -> anyhow::Result<Args> {
             "--max-steps" => {
                 max_steps = it.next().context("--max-steps needs a number")?.parse()?
             }
+            "--read-only" => permissions.read_only = true,
+            "-y" | "--yes" => permissions.yes = true,
             "-h" | "--help" => {
-                println!("usage: coder \"TASK\" [--dir DIR] [--max-steps N]");
+                println!("{USAGE}");
                 std::process::exit(0);
             }
             s if s.starts_with("--") => bail!("unknown option `{s}`"),
@@ -82,11 +95,12 @@ fn parse_args() -> anyhow::Result<Args> {
             s => bail!("unexpected argument `{s}`; put the task in quotes"),
         }
     }
-    let task = task.context("usage: coder \"TASK\" [--dir DIR] [--max-steps N]")?;
+    let task = task.context(USAGE)?;
     Ok(Args {
         task,
         dir,
         max_steps,
+        permissions,
     })
 }
 
@@ -202,7 +216,9 @@ async fn main() -> anyhow::Result<()> {
         .system(SYSTEM)
         .max_steps(args.max_steps);
     let mut tools = sandbox.tools();
+    let mut permissions = args.permissions;
     if small {
+        permissions.read_only = true;
         // A 135M-parameter model gets the read-only tools and two worked examples.
         tools.retain(|t| SMALL_MODEL_TOOLS.contains(&t.spec().name.as_str()));
         builder = builder
@@ -212,6 +228,11 @@ async fn main() -> anyhow::Result<()> {
             "tools: {} (read-only, for the small embedded model)",
             SMALL_MODEL_TOOLS.join(", ")
         );
+    }
+    let (hooks, policy) = approval::session_hooks(permissions);
+    println!("policy: {policy}");
+    for hook in hooks {
+        builder = builder.hook_shared(hook);
     }
     let mut agent = builder.tools(tools)?.build();
     println!(
@@ -262,6 +283,10 @@ async fn main() -> anyhow::Result<()> {
                     "\nstopped: the model still wanted tools after {max_steps} steps (raise --max-steps)\n"
                 );
                 print_stats(&partial, started);
+            }
+            Err(HaloError::Aborted { tool, .. }) => {
+                end_text(&mut in_text);
+                println!("\nstopped: you quit at the approval prompt for `{tool}`");
             }
             Err(e) => return Err(e.into()),
         }

@@ -1,0 +1,121 @@
+//! The session's safety hooks and the terminal approval prompt.
+//!
+//! Every session gets `halo_sandbox::policy`'s command denylist, a permission policy and
+//! output truncation. The policy is workspace-write by default: the model reads and changes
+//! files freely, and each command (`bash`) waits for the user's answer at a
+//! `[Y]es / [N]o / [Q]uit` prompt ([`TerminalApprover`]).
+
+use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use halo_core::ToolHook;
+use halo_sandbox::policy::{
+    ApprovalAnswer, ApprovalRequest, Approver, CommandDenylist, OutputTruncation, PermissionPolicy,
+    PermissionPreset,
+};
+
+/// Asks on the terminal: `Y` or Enter runs the call, `N` skips it (the model is told the
+/// user skipped it), `Q` (or end of input) ends the run.
+///
+/// The prompt reads stdin on a blocking thread (`tokio::task::spawn_blocking`), so the async
+/// runtime keeps going while the user thinks. Only use it when stdin is a terminal; see
+/// [`session_hooks`].
+pub struct TerminalApprover;
+
+impl Approver for TerminalApprover {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
+        let question = question(request);
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || ask(&question))
+                .await
+                // The prompt thread panicked (a broken terminal): stop rather than guess.
+                .unwrap_or(ApprovalAnswer::Abort)
+        })
+    }
+}
+
+/// The question shown for a request: the tool and its summary, indented under it when it
+/// spans lines.
+fn question(request: &ApprovalRequest) -> String {
+    let summary = request.summary.trim_end();
+    if summary.contains('\n') {
+        let indented: Vec<String> = summary.lines().map(|l| format!("    {l}")).collect();
+        format!("? allow `{}`:\n{}\n", request.tool, indented.join("\n"))
+    } else {
+        format!("? allow `{}`: {summary}\n", request.tool)
+    }
+}
+
+/// Prints `question` and reads answers until one is understood.
+fn ask(question: &str) -> ApprovalAnswer {
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout();
+    let _ = write!(out, "{question}");
+    loop {
+        let _ = write!(out, "  [Y]es / [N]o / [Q]uit: ");
+        let _ = out.flush();
+        let mut line = String::new();
+        match stdin.lock().read_line(&mut line) {
+            // End of input or a read error: nobody can answer any more.
+            Ok(0) | Err(_) => {
+                let _ = writeln!(out, "(no answer: quitting)");
+                return ApprovalAnswer::Abort;
+            }
+            Ok(_) => {}
+        }
+        match line.trim().to_ascii_lowercase().as_str() {
+            "" | "y" | "yes" => return ApprovalAnswer::Run,
+            "n" | "no" => return ApprovalAnswer::Skip,
+            "q" | "quit" => return ApprovalAnswer::Abort,
+            _ => {
+                let _ = writeln!(out, "  please answer y, n or q");
+            }
+        }
+    }
+}
+
+/// How much the session may do, from the command-line flags.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Permissions {
+    /// `--read-only`: read, ls, glob and grep only.
+    pub read_only: bool,
+    /// `--yes`: run commands without asking.
+    pub yes: bool,
+}
+
+/// The session's hooks, in order (denylist, permission policy, truncation), and one line
+/// that says what the session may do.
+///
+/// Workspace-write asks at the terminal before each command; when stdin is not a terminal
+/// nobody can answer, so commands are denied (the model reads why) unless `--yes` was given.
+pub fn session_hooks(permissions: Permissions) -> (Vec<Arc<dyn ToolHook>>, &'static str) {
+    use PermissionPreset::{FullAccess, ReadOnly, WorkspaceWrite};
+    let (policy, description) = if permissions.read_only {
+        (
+            PermissionPolicy::new(ReadOnly),
+            "read-only: read, ls, glob and grep; no edits, no commands",
+        )
+    } else if permissions.yes {
+        (
+            PermissionPolicy::new(FullAccess),
+            "full access (--yes): edits and commands run without asking; the denylist still applies",
+        )
+    } else if std::io::stdin().is_terminal() {
+        (
+            PermissionPolicy::new(WorkspaceWrite).with_approver(TerminalApprover),
+            "workspace-write: edits run, each command asks [Y]es / [N]o / [Q]uit",
+        )
+    } else {
+        (
+            PermissionPolicy::new(WorkspaceWrite),
+            "workspace-write: edits run; stdin is not a terminal, so commands are denied (pass --yes to run them)",
+        )
+    };
+    let hooks: Vec<Arc<dyn ToolHook>> = vec![
+        Arc::new(CommandDenylist::new()),
+        Arc::new(policy),
+        Arc::new(OutputTruncation::default()),
+    ];
+    (hooks, description)
+}
