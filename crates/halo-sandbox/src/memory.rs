@@ -1,0 +1,1108 @@
+//! [`VirtualSandbox`]: an in-memory tree of files, folders and symbolic links behind the
+//! [`Sandbox`] contract, with no IO at all.
+//!
+//! The tree answers as a Linux folder seen through [`ContainerSandbox`](crate::ContainerSandbox)
+//! does, and the conformance suite (`tests/it/conformance.rs`) runs the same checks on both.
+//! To get there it models the few system calls the container makes, then composes them the
+//! way the container does:
+//!
+//! - path resolution as `openat2(RESOLVE_BENEATH)` does it: symbolic links are resolved at
+//!   open time, relative to the link's folder; an absolute target or a `..` that climbs
+//!   above the root is an escape ([`SandboxError::OutsideRoot`]); more than
+//!   [`MAX_SYMLINK_FOLLOWS`] links in one resolution is `ELOOP`;
+//! - `open` (with `O_CREAT` for writes, which creates the target of a dangling link),
+//!   `mkdir` (which never follows a final link), `unlink`, `rmdir`, `stat`, `lstat`,
+//!   `realpath`;
+//! - `create_dir_all` as `std` and cap-std write it (deepest folder first).
+//!
+//! `glob` and `grep` walk the tree as the container's walker walks a folder (links never
+//! followed, regular files only, hidden names and `.gitignore` rules skipped unless asked),
+//! compile patterns with the same `globset` and `grep-regex` options, search with
+//! `grep-searcher` through the reader path a file takes, and sort and cap results the same
+//! way, so both give the same lines in the same order.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io;
+use std::path::PathBuf;
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use globset::{GlobBuilder, GlobMatcher};
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
+use halo_core::DynTool;
+use halo_core::sandbox::{
+    Capabilities, DirEntry, ExecOutput, ExecRequest, FileKind, GlobOutput, GlobRequest, GrepLine,
+    GrepOutput, GrepRequest, Metadata, Sandbox, SandboxError, SandboxPath,
+};
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+
+use crate::text::strip_eol;
+use crate::tools::{self, ToolOptions};
+
+/// The most symbolic links one path resolution follows before failing with "too many
+/// levels of symbolic links", as Linux does (`MAXSYMLINKS`, 40).
+pub const MAX_SYMLINK_FOLLOWS: usize = 40;
+
+/// The largest `.gitignore` file whose rules apply, in bytes: 1 MiB, as in the container.
+const MAX_GITIGNORE_BYTES: usize = 1024 * 1024;
+
+/// An in-memory sandbox: files (bytes), folders and symbolic links under a root, with no
+/// IO and no processes ([`Capabilities::FILES_ONLY`]; [`exec`](Sandbox::exec) fails with
+/// [`SandboxError::Unsupported`], and [`tools`](Self::tools) has no `bash`).
+///
+/// Paths behave as in a real Linux folder behind
+/// [`ContainerSandbox`](crate::ContainerSandbox): links are resolved when a path is
+/// opened, relative to the link's folder, and refused when they lead out of the root.
+///
+/// Clones share one tree: give a clone to an agent's tools and inspect the files through
+/// another. The tree is behind a [`RwLock`]; every operation runs to completion inside the
+/// future's first poll (there is nothing to wait for), so a large `grep` holds its thread
+/// for as long as it searches.
+///
+/// ```
+/// use halo_core::sandbox::{Sandbox, SandboxPath};
+/// use halo_sandbox::VirtualSandbox;
+///
+/// # futures::executor::block_on(async {
+/// let sandbox = VirtualSandbox::new()
+///     .with_file("src/lib.rs", "pub fn answer() -> u32 { 42 }\n")?
+///     .with_symlink("lib.rs", "src/lib.rs")?
+///     .with_protected_paths([".git"]);
+/// let text = sandbox.read(&SandboxPath::parse("lib.rs")?).await?;
+/// assert_eq!(text, b"pub fn answer() -> u32 { 42 }\n");
+/// let refused = sandbox.write(&SandboxPath::parse(".git/config")?, b"x".to_vec()).await;
+/// assert_eq!(
+///     refused.unwrap_err().to_string(),
+///     "`.git/config` is read-only in this sandbox (protected path `.git`)"
+/// );
+/// # Ok::<(), halo_core::sandbox::SandboxError>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct VirtualSandbox {
+    tree: Arc<RwLock<Tree>>,
+    protected: Arc<[SandboxPath]>,
+    tool_options: ToolOptions,
+}
+
+impl VirtualSandbox {
+    /// An empty sandbox: the root folder and nothing in it.
+    pub fn new() -> Self {
+        VirtualSandbox::default()
+    }
+
+    /// Adds a file (replacing one), creating its parent folders, as [`Sandbox::write`]
+    /// does but ignoring protected paths (this builds the tree).
+    ///
+    /// # Errors
+    /// What [`SandboxPath::parse`] refuses; otherwise as [`Sandbox::write`]
+    /// (`IsDirectory`, `NotDirectory` for a parent that is a file, `OutsideRoot` for a
+    /// parent link out of the root).
+    pub fn with_file(self, path: &str, content: impl Into<Vec<u8>>) -> Result<Self, SandboxError> {
+        let path = SandboxPath::parse(path)?;
+        self.write_tree().write_file(&path, content.into())?;
+        Ok(self)
+    }
+
+    /// Adds a folder and its missing parents (`mkdir -p`).
+    ///
+    /// # Errors
+    /// What [`SandboxPath::parse`] refuses; `Io` (`File exists`) when the path or a
+    /// parent is a file; `NotDirectory` or `OutsideRoot` for a parent that cannot hold
+    /// folders.
+    pub fn with_dir(self, path: &str) -> Result<Self, SandboxError> {
+        let path = SandboxPath::parse(path)?;
+        self.write_tree()
+            .create_dir_all(&path.components().collect::<Vec<_>>())
+            .map_err(|e| e.at("create", &path))?;
+        Ok(self)
+    }
+
+    /// [`symlink`](Self::symlink) in builder form.
+    ///
+    /// # Errors
+    /// As [`symlink`](Self::symlink).
+    pub fn with_symlink(self, path: &str, target: &str) -> Result<Self, SandboxError> {
+        self.symlink(path, target)?;
+        Ok(self)
+    }
+
+    /// Makes `path` a symbolic link to `target` (`ln -s target path`), creating the link's
+    /// parent folders. The target is kept as given, like a real link's: it is resolved each
+    /// time the link is opened, relative to the link's folder. An absolute target, or one
+    /// that climbs out of the root, makes a link that leads outside
+    /// ([`SandboxError::OutsideRoot`] when opened); a missing target makes it dangle
+    /// ([`SandboxError::NotFound`]).
+    ///
+    /// # Errors
+    /// What [`SandboxPath::parse`] refuses for `path`; [`SandboxError::InvalidPath`] for an
+    /// empty target or one with a NUL byte; `Io` (`File exists`) when something exists at
+    /// `path` (the root included); as [`with_dir`](Self::with_dir) for the parents.
+    pub fn symlink(&self, path: &str, target: &str) -> Result<(), SandboxError> {
+        let path = SandboxPath::parse(path)?;
+        if target.is_empty() || target.contains('\0') {
+            return Err(SandboxError::InvalidPath {
+                path: target.escape_debug().to_string(),
+                reason: "a symbolic link target must be non-empty and have no NUL byte".into(),
+            });
+        }
+        let comps: Vec<&str> = path.components().collect();
+        let mut tree = self.write_tree();
+        if let Some((_, parent)) = comps.split_last() {
+            tree.create_dir_all(parent)
+                .map_err(|e| e.at("create", &path))?;
+        }
+        tree.insert(&comps, Node::Link(target.to_string()))
+            .map_err(|e| e.at("symlink", &path))
+    }
+
+    /// Makes paths read-only, e.g. `[".git"]`: [`Sandbox::write`] and [`Sandbox::remove`]
+    /// at or under them, or a removal of a folder that holds one, fail with
+    /// [`SandboxError::ReadOnly`], also when reached through a symbolic link. `""`
+    /// protects the whole root. [`Sandbox::stat`] reports them `read_only`. Replaces earlier
+    /// protected paths; paths that do not parse as [`SandboxPath`]s are ignored, as in
+    /// [`ContainerSandbox::with_protected_paths`](crate::ContainerSandbox::with_protected_paths).
+    pub fn with_protected_paths<I, S>(mut self, paths: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        self.protected = paths
+            .into_iter()
+            .filter_map(|p| SandboxPath::parse(p.as_ref()).ok())
+            .collect();
+        self
+    }
+
+    /// The protected paths.
+    pub fn protected_paths(&self) -> &[SandboxPath] {
+        &self.protected
+    }
+
+    /// Sets the options of the tools [`tools`](Self::tools) builds.
+    pub fn with_tool_options(mut self, options: ToolOptions) -> Self {
+        self.tool_options = options;
+        self
+    }
+
+    /// The options of the tools [`tools`](Self::tools) builds.
+    pub fn tool_options(&self) -> &ToolOptions {
+        &self.tool_options
+    }
+
+    /// The coding tool set over this sandbox (a clone sharing its tree) with its
+    /// [`tool_options`](Self::tool_options): `read`, `write`, `edit`, `ls`, `glob`, `grep`;
+    /// no `bash`, as the sandbox runs no commands (see [`crate::tools()`]).
+    ///
+    /// ```
+    /// use halo_sandbox::VirtualSandbox;
+    ///
+    /// let names: Vec<String> = VirtualSandbox::new().tools().iter().map(|t| t.spec().name).collect();
+    /// assert_eq!(names, ["read", "write", "edit", "ls", "glob", "grep"]);
+    /// ```
+    pub fn tools(&self) -> Vec<Arc<dyn DynTool>> {
+        tools::tools(Arc::new(self.clone()), self.tool_options.clone())
+    }
+
+    fn read_tree(&self) -> RwLockReadGuard<'_, Tree> {
+        // No code panics while holding the lock; should one, the tree is still whole.
+        self.tree.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write_tree(&self) -> RwLockWriteGuard<'_, Tree> {
+        self.tree.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Refuses a change at `path`, which lands at `real`, when either lies under a
+    /// protected path, as written or as the protected path itself resolves (`holds`: also
+    /// when a protected path lies under it, for removals).
+    fn check_writable(
+        &self,
+        tree: &Tree,
+        path: &SandboxPath,
+        real: &[String],
+        holds: bool,
+    ) -> Result<(), SandboxError> {
+        let given: Vec<&str> = path.components().collect();
+        let refuse = |p: &SandboxPath| SandboxError::ReadOnly {
+            path: path.display().into(),
+            protected: p.display().into(),
+        };
+        for p in self.protected.iter() {
+            let lexical: Vec<&str> = p.components().collect();
+            if under(&given, &lexical) || (holds && under(&lexical, &given)) {
+                return Err(refuse(p));
+            }
+        }
+        let real: Vec<&str> = real.iter().map(String::as_str).collect();
+        for p in self.protected.iter() {
+            let lexical: Vec<&str> = p.components().collect();
+            let mut forms = vec![lexical.iter().map(|s| (*s).to_string()).collect()];
+            if let Ok(Resolved::Found(at)) = tree.resolve(&lexical, true, false) {
+                forms.push(at);
+            }
+            let hit = forms.iter().any(|form| {
+                let form: Vec<&str> = form.iter().map(String::as_str).collect();
+                under(&real, &form) || (holds && under(&form, &real))
+            });
+            if hit {
+                return Err(refuse(p));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether `path` is `prefix` or lies beneath it (component-wise).
+fn under(path: &[&str], prefix: &[&str]) -> bool {
+    path.len() >= prefix.len() && path.iter().zip(prefix).all(|(a, b)| a == b)
+}
+
+impl Sandbox for VirtualSandbox {
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::FILES_ONLY
+    }
+
+    fn kind(&self) -> &'static str {
+        "virtual"
+    }
+
+    async fn read(&self, path: &SandboxPath) -> Result<Vec<u8>, SandboxError> {
+        if path.is_root() {
+            return Err(Errno::IsDir.at("read", path));
+        }
+        let tree = self.read_tree();
+        match tree.open(path)? {
+            Node::File(bytes) => Ok(bytes.clone()),
+            _ => Err(Errno::IsDir.at("read", path)),
+        }
+    }
+
+    async fn write(&self, path: &SandboxPath, content: Vec<u8>) -> Result<(), SandboxError> {
+        if path.is_root() {
+            return Err(Errno::IsDir.at("write", path));
+        }
+        let mut tree = self.write_tree();
+        let comps: Vec<&str> = path.components().collect();
+        let (_, parent) = comps.split_last().unwrap_or((&"", &[]));
+        tree.check_parents(path, parent)?;
+        let real = match tree.resolve(&comps, true, true) {
+            Ok(Resolved::Found(at)) => at,
+            Ok(Resolved::Missing { mut parent, name }) => {
+                parent.push(name);
+                parent
+            }
+            Err(e) => return Err(e.at("write", path)),
+        };
+        self.check_writable(&tree, path, &real, false)?;
+        tree.write_file(path, content)
+    }
+
+    async fn list(&self, path: &SandboxPath) -> Result<Vec<DirEntry>, SandboxError> {
+        let tree = self.read_tree();
+        let at = tree.stat(path, "list")?;
+        match tree.node(&at) {
+            Some(Node::Dir(entries)) => Ok(entries
+                .iter()
+                .map(|(name, node)| DirEntry {
+                    name: name.clone(),
+                    kind: node.kind(),
+                    len: node.len(),
+                })
+                .collect()),
+            _ => Err(Errno::NotDir.at("list", path)),
+        }
+    }
+
+    async fn stat(&self, path: &SandboxPath) -> Result<Metadata, SandboxError> {
+        let tree = self.read_tree();
+        let at = tree.stat(path, "stat")?;
+        let node = tree
+            .node(&at)
+            .ok_or_else(|| Errno::NoEnt.at("stat", path))?;
+        Ok(Metadata {
+            kind: node.kind(),
+            len: node.len(),
+            read_only: self.check_writable(&tree, path, &at, false).is_err(),
+        })
+    }
+
+    async fn remove(&self, path: &SandboxPath, recursive: bool) -> Result<(), SandboxError> {
+        let comps: Vec<&str> = path.components().collect();
+        let Some((name, parent)) = comps.split_last() else {
+            return Err(Errno::Escape.at("remove", path));
+        };
+        let mut tree = self.write_tree();
+        // The entry itself is removed, not what a link at it points to: resolve its parent.
+        let real_parent = match tree.resolve(parent, true, false) {
+            Ok(Resolved::Found(at)) => at,
+            Ok(Resolved::Missing { .. }) => return Err(Errno::NoEnt.at("remove", path)),
+            Err(e) => return Err(e.at("remove", path)),
+        };
+        let mut real = real_parent.clone();
+        real.push((*name).to_string());
+        self.check_writable(&tree, path, &real, true)?;
+        let Some(Node::Dir(entries)) = tree.node_mut(&real_parent) else {
+            return Err(Errno::NotDir.at("remove", path));
+        };
+        match entries.get(*name) {
+            None => Err(Errno::NoEnt.at("remove", path)),
+            Some(Node::Dir(children)) if !children.is_empty() && !recursive => {
+                Err(Errno::NotEmpty.at("remove", path))
+            }
+            Some(_) => {
+                entries.remove(*name);
+                Ok(())
+            }
+        }
+    }
+
+    async fn glob(&self, request: GlobRequest) -> Result<GlobOutput, SandboxError> {
+        let matcher = compile_glob(&request.pattern)?;
+        let tree = self.read_tree();
+        let start = tree.stat(&request.base, "search")?;
+        if !matches!(tree.node(&start), Some(Node::Dir(_))) {
+            return Err(Errno::NotDir.at("search", &request.base));
+        }
+        let mut found = Smallest::new(request.limit);
+        walk(&tree, &start, request.include_ignored, &mut |rel, _| {
+            if matcher.is_match(rel) {
+                found.insert(join(request.base.as_str(), rel));
+            }
+        });
+        Ok(GlobOutput {
+            truncated: found.dropped,
+            paths: found
+                .kept
+                .iter()
+                .filter_map(|p| SandboxPath::parse(p).ok())
+                .collect(),
+        })
+    }
+
+    async fn grep(&self, request: GrepRequest) -> Result<GrepOutput, SandboxError> {
+        let matcher = RegexMatcherBuilder::new()
+            .case_insensitive(request.ignore_case)
+            .line_terminator(Some(b'\n'))
+            .build(&request.pattern)
+            .map_err(|e| SandboxError::InvalidPattern {
+                kind: "regex",
+                pattern: request.pattern.clone(),
+                message: e.to_string(),
+            })?;
+        let filter = match &request.glob {
+            Some(g) => Some((compile_glob(g)?, g.contains('/'))),
+            None => None,
+        };
+        let mut searcher = SearcherBuilder::new()
+            .line_number(true)
+            .binary_detection(BinaryDetection::quit(0))
+            .before_context(request.context)
+            .after_context(request.context)
+            .build();
+        let tree = self.read_tree();
+        let start = tree.stat(&request.base, "search")?;
+        let mut found = Matches::new(request.limit);
+        match tree.node(&start) {
+            // A file named explicitly is searched even when hidden or ignored.
+            Some(Node::File(bytes)) => {
+                let lines = search(&mut searcher, &matcher, &request.base, bytes, request.limit);
+                found.insert(request.base.as_str().to_string(), lines);
+            }
+            Some(Node::Dir(_)) => {
+                walk(&tree, &start, request.include_ignored, &mut |rel, bytes| {
+                    if let Some((glob, with_slash)) = &filter {
+                        let subject = if *with_slash {
+                            rel
+                        } else {
+                            rel.rsplit('/').next().unwrap_or(rel)
+                        };
+                        if !glob.is_match(subject) {
+                            return;
+                        }
+                    }
+                    let path = join(request.base.as_str(), rel);
+                    let Ok(shown) = SandboxPath::parse(&path) else {
+                        return;
+                    };
+                    let lines = search(&mut searcher, &matcher, &shown, bytes, request.limit);
+                    if lines.matches > 0 {
+                        found.insert(path, lines);
+                    }
+                });
+            }
+            _ => return Err(Errno::NoEnt.at("search", &request.base)),
+        }
+        Ok(found.finish(request.context))
+    }
+
+    async fn exec(&self, _request: ExecRequest) -> Result<ExecOutput, SandboxError> {
+        Err(SandboxError::Unsupported {
+            operation: "exec",
+            sandbox: "virtual",
+        })
+    }
+}
+
+/// Compiles a glob whose `*` does not cross `/` (`**` does), refusing absolute patterns
+/// and `..` segments, which could never match a path under the search folder.
+fn compile_glob(pattern: &str) -> Result<GlobMatcher, SandboxError> {
+    let climbs = pattern
+        .split(['/', '{', '}', ','])
+        .any(|segment| segment == "..");
+    if pattern.starts_with('/') || climbs {
+        return Err(SandboxError::OutsideRoot {
+            path: pattern.to_string(),
+        });
+    }
+    GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .build()
+        .map(|g| g.compile_matcher())
+        .map_err(|e| SandboxError::InvalidPattern {
+            kind: "glob",
+            pattern: pattern.to_string(),
+            message: e.kind().to_string(),
+        })
+}
+
+/// One node of the tree.
+#[derive(Debug, Clone)]
+enum Node {
+    File(Vec<u8>),
+    Dir(BTreeMap<String, Node>),
+    /// A symbolic link and its target, as given.
+    Link(String),
+}
+
+impl Node {
+    fn kind(&self) -> FileKind {
+        match self {
+            Node::File(_) => FileKind::File,
+            Node::Dir(_) => FileKind::Dir,
+            Node::Link(_) => FileKind::Symlink,
+        }
+    }
+
+    fn len(&self) -> u64 {
+        match self {
+            Node::File(bytes) => bytes.len() as u64,
+            _ => 0,
+        }
+    }
+}
+
+/// The `errno` values the modelled system calls fail with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Errno {
+    NoEnt,
+    NotDir,
+    IsDir,
+    Exist,
+    NotEmpty,
+    /// What `RESOLVE_BENEATH` refuses (`EXDEV`), reported by cap-std as an escape.
+    Escape,
+    Loop,
+}
+
+impl Errno {
+    /// The sandbox error for operation `op` on `path`, as the container maps the same
+    /// `errno`. The two that stay [`SandboxError::Io`] carry Linux's own message, so both
+    /// sandboxes print the same text on any platform.
+    fn at(self, op: &'static str, path: &SandboxPath) -> SandboxError {
+        let path = path.display().to_string();
+        let io = |kind, message: &str| SandboxError::Io {
+            op,
+            path: path.clone(),
+            source: io::Error::new(kind, message),
+        };
+        match self {
+            Errno::NoEnt => SandboxError::NotFound { path },
+            Errno::NotDir => SandboxError::NotDirectory { path },
+            Errno::IsDir => SandboxError::IsDirectory { path },
+            Errno::NotEmpty => SandboxError::DirectoryNotEmpty { path },
+            Errno::Escape => SandboxError::OutsideRoot { path },
+            Errno::Exist => io(io::ErrorKind::AlreadyExists, "File exists (os error 17)"),
+            Errno::Loop => io(
+                io::ErrorKind::Other,
+                "Too many levels of symbolic links (os error 40)",
+            ),
+        }
+    }
+}
+
+/// Where a path resolution ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Resolved {
+    /// At an existing node; its path from the root with every link resolved (but the
+    /// last, when it was not followed).
+    Found(Vec<String>),
+    /// At a missing last component `name` in the existing folder `parent`.
+    Missing { parent: Vec<String>, name: String },
+}
+
+#[derive(Debug)]
+struct Tree {
+    root: Node,
+}
+
+impl Default for Tree {
+    fn default() -> Self {
+        Tree {
+            root: Node::Dir(BTreeMap::new()),
+        }
+    }
+}
+
+impl Tree {
+    /// The node at a resolved path (no links on the way).
+    fn node<S: AsRef<str>>(&self, at: &[S]) -> Option<&Node> {
+        let mut node = &self.root;
+        for name in at {
+            match node {
+                Node::Dir(entries) => node = entries.get(name.as_ref())?,
+                _ => return None,
+            }
+        }
+        Some(node)
+    }
+
+    fn node_mut<S: AsRef<str>>(&mut self, at: &[S]) -> Option<&mut Node> {
+        let mut node = &mut self.root;
+        for name in at {
+            match node {
+                Node::Dir(entries) => node = entries.get_mut(name.as_ref())?,
+                _ => return None,
+            }
+        }
+        Some(node)
+    }
+
+    /// Resolves `path` beneath the root, as `openat2(RESOLVE_BENEATH)` does: links are
+    /// followed (the last one only when `follow_last`), relative to their folder; an
+    /// absolute target or `..` above the root is an escape; a file before the last
+    /// component is `ENOTDIR`; a missing component before the last is `ENOENT`, unless
+    /// `lenient`, which goes on through missing folders by name (where a write would land
+    /// once they are created).
+    fn resolve(&self, path: &[&str], follow_last: bool, lenient: bool) -> Result<Resolved, Errno> {
+        let mut queue: VecDeque<String> = path.iter().map(|s| (*s).to_string()).collect();
+        let mut at: Vec<String> = Vec::new();
+        let mut follows = 0usize;
+        while let Some(name) = queue.pop_front() {
+            match name.as_str() {
+                "" | "." => continue,
+                ".." => {
+                    at.pop().ok_or(Errno::Escape)?;
+                    continue;
+                }
+                _ => {}
+            }
+            let last = queue.is_empty();
+            let entry = match self.node(&at) {
+                Some(Node::Dir(entries)) => entries.get(&name),
+                Some(_) => return Err(Errno::NotDir),
+                // Beneath a missing folder (lenient only): nothing exists.
+                None => None,
+            };
+            match entry {
+                None if last => return Ok(Resolved::Missing { parent: at, name }),
+                None if lenient => at.push(name),
+                None => return Err(Errno::NoEnt),
+                Some(Node::Link(target)) if !last || follow_last => {
+                    follows += 1;
+                    if follows > MAX_SYMLINK_FOLLOWS {
+                        return Err(Errno::Loop);
+                    }
+                    if target.starts_with('/') {
+                        return Err(Errno::Escape);
+                    }
+                    for part in target.split('/').rev() {
+                        queue.push_front(part.to_string());
+                    }
+                }
+                Some(Node::Dir(_)) => at.push(name),
+                Some(_) if last => at.push(name),
+                Some(_) => return Err(Errno::NotDir),
+            }
+        }
+        Ok(Resolved::Found(at))
+    }
+
+    /// `stat(2)` (links followed) of `path`: its resolved location.
+    fn stat(&self, path: &SandboxPath, op: &'static str) -> Result<Vec<String>, SandboxError> {
+        let comps: Vec<&str> = path.components().collect();
+        match self.resolve(&comps, true, false) {
+            Ok(Resolved::Found(at)) => Ok(at),
+            Ok(Resolved::Missing { .. }) => Err(Errno::NoEnt.at(op, path)),
+            Err(e) => Err(e.at(op, path)),
+        }
+    }
+
+    /// `open(2)` for reading: the node `path` leads to.
+    fn open(&self, path: &SandboxPath) -> Result<&Node, SandboxError> {
+        let at = self.stat(path, "read")?;
+        self.node(&at).ok_or_else(|| Errno::NoEnt.at("read", path))
+    }
+
+    /// Puts `node` at `path` (whose parent exists), like `symlink(2)`: `EEXIST` when
+    /// something is there.
+    fn insert(&mut self, path: &[&str], node: Node) -> Result<(), Errno> {
+        match self.resolve(path, false, false)? {
+            Resolved::Found(_) => Err(Errno::Exist),
+            Resolved::Missing { parent, name } => match self.node_mut(&parent) {
+                Some(Node::Dir(entries)) => {
+                    entries.insert(name, node);
+                    Ok(())
+                }
+                _ => Err(Errno::NotDir),
+            },
+        }
+    }
+
+    /// Whether `path` resolves (following links) to a folder.
+    fn is_dir(&self, path: &[&str]) -> bool {
+        match self.resolve(path, true, false) {
+            Ok(Resolved::Found(at)) => matches!(self.node(&at), Some(Node::Dir(_))),
+            _ => false,
+        }
+    }
+
+    /// `create_dir_all` as std and cap-std write it: try the deepest folder first, climb
+    /// on `ENOENT`, accept any failure where a folder (or a link to one) already is.
+    fn create_dir_all(&mut self, path: &[&str]) -> Result<(), Errno> {
+        let Some((_, parent)) = path.split_last() else {
+            return Ok(());
+        };
+        match self.insert(path, Node::Dir(BTreeMap::new())) {
+            Ok(()) => return Ok(()),
+            Err(Errno::NoEnt) => {}
+            Err(_) if self.is_dir(path) => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        self.create_dir_all(parent)?;
+        match self.insert(path, Node::Dir(BTreeMap::new())) {
+            Ok(()) => Ok(()),
+            Err(_) if self.is_dir(path) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Refuses a write whose parent chain has a file where a folder should be, naming
+    /// that file, as the container does before creating anything. Stops at the first
+    /// missing folder.
+    fn check_parents(&self, path: &SandboxPath, parent: &[&str]) -> Result<(), SandboxError> {
+        for n in 1..=parent.len() {
+            match self.resolve(&parent[..n], true, false) {
+                Ok(Resolved::Found(at)) => {
+                    if !matches!(self.node(&at), Some(Node::Dir(_))) {
+                        let shown = SandboxPath::parse(&parent[..n].join("/"))?;
+                        return Err(Errno::NotDir.at("write", &shown));
+                    }
+                }
+                Ok(Resolved::Missing { .. }) | Err(Errno::NoEnt) => return Ok(()),
+                Err(e) => return Err(e.at("write", path)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes a file as the container does once the parents are checked: a folder (or a
+    /// link to one) at `path` is refused, missing parent folders are created
+    /// (`create_dir_all`), then `open(O_WRONLY | O_CREAT | O_TRUNC)` follows a final link
+    /// and creates the missing target of a dangling one.
+    fn write_file(&mut self, path: &SandboxPath, content: Vec<u8>) -> Result<(), SandboxError> {
+        let comps: Vec<&str> = path.components().collect();
+        let Some((_, parent)) = comps.split_last() else {
+            return Err(Errno::IsDir.at("write", path));
+        };
+        match self.resolve(&comps, true, false) {
+            Ok(Resolved::Found(at)) if matches!(self.node(&at), Some(Node::Dir(_))) => {
+                return Err(Errno::IsDir.at("write", path));
+            }
+            Ok(_) | Err(Errno::NoEnt) => {}
+            Err(e) => return Err(e.at("write", path)),
+        }
+        if !parent.is_empty() {
+            self.create_dir_all(parent)
+                .map_err(|e| e.at("create the parent folders of", path))?;
+        }
+        let resolved = self
+            .resolve(&comps, true, false)
+            .map_err(|e| e.at("write", path))?;
+        let (at, name) = match resolved {
+            Resolved::Found(mut at) => {
+                let name = at.pop().unwrap_or_default();
+                (at, name)
+            }
+            Resolved::Missing { parent, name } => (parent, name),
+        };
+        match self.node_mut(&at) {
+            Some(Node::Dir(entries)) => match entries.get_mut(&name) {
+                Some(Node::Dir(_)) => Err(Errno::IsDir.at("write", path)),
+                _ => {
+                    entries.insert(name, Node::File(content));
+                    Ok(())
+                }
+            },
+            _ => Err(Errno::NotDir.at("write", path)),
+        }
+    }
+
+    /// The text of a `.gitignore` in the folder at `dir` (resolved), read as the container
+    /// reads it: through links inside the root, regular files of at most 1 MiB of UTF-8.
+    fn gitignore_text(&self, dir: &[String]) -> Option<&str> {
+        let mut path: Vec<&str> = dir.iter().map(String::as_str).collect();
+        path.push(".gitignore");
+        let Ok(Resolved::Found(at)) = self.resolve(&path, true, false) else {
+            return None;
+        };
+        match self.node(&at) {
+            Some(Node::File(bytes)) if bytes.len() <= MAX_GITIGNORE_BYTES => {
+                std::str::from_utf8(bytes).ok()
+            }
+            _ => None,
+        }
+    }
+
+    /// The rules of the `.gitignore` in the folder at `at` (resolved); `None` when it has
+    /// none.
+    fn ignore_rules(&self, at: &[String]) -> Option<Gitignore> {
+        let text = self.gitignore_text(at)?;
+        // git and ripgrep skip a byte-order mark an editor may have written.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let mut builder = GitignoreBuilder::new(rooted(at));
+        for line in text.lines() {
+            // A bad line is skipped, as git does.
+            let _ = builder.add_line(None, line);
+        }
+        builder.build().ok().filter(|g| !g.is_empty())
+    }
+}
+
+/// The path `ignore` matchers see for a resolved path: the tree stands at `/`, as a real
+/// root folder stands at its absolute path.
+fn rooted(at: &[String]) -> PathBuf {
+    let mut p = PathBuf::from("/");
+    p.extend(at);
+    p
+}
+
+/// `a/b` from two relative paths, either of which may be empty.
+fn join(a: &str, b: &str) -> String {
+    match (a.is_empty(), b.is_empty()) {
+        (true, _) => b.to_string(),
+        (_, true) => a.to_string(),
+        _ => format!("{a}/{b}"),
+    }
+}
+
+/// Calls `visit(path relative to start, content)` for every regular file under the folder
+/// at `start` (resolved), as the container's walk does: links are never followed, and
+/// unless `include_ignored`, hidden names (starting with `.`) are skipped, and so are paths
+/// a `.gitignore` ignores. The `.gitignore` of every folder from the root down to an
+/// entry's folder applies (above the start too); the deepest one with a rule that matches
+/// decides. An ignored folder is not entered.
+fn walk(tree: &Tree, start: &[String], include_ignored: bool, visit: &mut dyn FnMut(&str, &[u8])) {
+    let mut rules = Vec::new();
+    if !include_ignored {
+        for n in 0..start.len() {
+            rules.push(tree.ignore_rules(&start[..n]));
+        }
+    }
+    walk_dir(tree, start, "", include_ignored, &mut rules, visit);
+}
+
+/// Walks the folder at `at` (resolved), `rel` below the start; `rules` holds the rules of
+/// the folders above it, shallowest first.
+fn walk_dir(
+    tree: &Tree,
+    at: &[String],
+    rel: &str,
+    include_ignored: bool,
+    rules: &mut Vec<Option<Gitignore>>,
+    visit: &mut dyn FnMut(&str, &[u8]),
+) {
+    let Some(Node::Dir(entries)) = tree.node(at) else {
+        return;
+    };
+    if !include_ignored {
+        rules.push(tree.ignore_rules(at));
+    }
+    for (name, node) in entries {
+        let mut child = at.to_vec();
+        child.push(name.clone());
+        let is_dir = matches!(node, Node::Dir(_));
+        if !include_ignored && (name.starts_with('.') || ignored(rules, &child, is_dir)) {
+            continue;
+        }
+        let child_rel = join(rel, name);
+        match node {
+            Node::File(bytes) => visit(&child_rel, bytes),
+            Node::Dir(_) => walk_dir(tree, &child, &child_rel, include_ignored, rules, visit),
+            Node::Link(_) => {}
+        }
+    }
+    if !include_ignored {
+        rules.pop();
+    }
+}
+
+/// Whether the deepest folder's rule that matches `at` ignores it.
+fn ignored(rules: &[Option<Gitignore>], at: &[String], is_dir: bool) -> bool {
+    let path = rooted(at);
+    rules
+        .iter()
+        .rev()
+        .flatten()
+        .map(|gi| gi.matched(&path, is_dir))
+        .find(|m| !m.is_none())
+        .is_some_and(|m| m.is_ignore())
+}
+
+/// The smallest `limit` paths inserted, in byte order, and whether more were inserted.
+struct Smallest {
+    kept: std::collections::BTreeSet<String>,
+    limit: usize,
+    dropped: bool,
+}
+
+impl Smallest {
+    fn new(limit: usize) -> Self {
+        Smallest {
+            kept: Default::default(),
+            limit,
+            dropped: false,
+        }
+    }
+
+    fn insert(&mut self, path: String) {
+        self.kept.insert(path);
+        if self.kept.len() > self.limit {
+            self.kept.pop_last();
+            self.dropped = true;
+        }
+    }
+}
+
+/// The lines of one file's search.
+struct FileLines {
+    lines: Vec<GrepLine>,
+    matches: usize,
+}
+
+/// Matching lines per file, holding only the files with the first `limit` matching lines
+/// in path order (and one file more while deciding).
+struct Matches {
+    files: BTreeMap<String, FileLines>,
+    kept_matches: usize,
+    total_matches: usize,
+    limit: usize,
+}
+
+impl Matches {
+    fn new(limit: usize) -> Self {
+        Matches {
+            files: BTreeMap::new(),
+            kept_matches: 0,
+            total_matches: 0,
+            limit,
+        }
+    }
+
+    fn insert(&mut self, path: String, lines: FileLines) {
+        self.total_matches += lines.matches;
+        self.kept_matches += lines.matches;
+        self.files.insert(path, lines);
+        // Drop the last file while the others hold the limit without it.
+        while let Some((_, last)) = self.files.last_key_value() {
+            if self.kept_matches - last.matches < self.limit {
+                break;
+            }
+            self.kept_matches -= last.matches;
+            self.files.pop_last();
+        }
+    }
+
+    /// The lines in path then line order, cut after the `limit`-th matching line and the
+    /// context lines that follow it.
+    fn finish(self, context: usize) -> GrepOutput {
+        let mut out = Vec::new();
+        let mut matches = 0usize;
+        let mut last_match: Option<(SandboxPath, u64)> = None;
+        'files: for (_, file) in self.files {
+            for line in file.lines {
+                if matches == self.limit {
+                    let trailing = line.is_context
+                        && last_match.as_ref().is_some_and(|(path, number)| {
+                            *path == line.path && line.line_number <= number + context as u64
+                        });
+                    if !trailing {
+                        break 'files;
+                    }
+                }
+                if !line.is_context {
+                    matches += 1;
+                    last_match = Some((line.path.clone(), line.line_number));
+                }
+                out.push(line);
+            }
+        }
+        GrepOutput {
+            lines: out,
+            truncated: self.total_matches > self.limit,
+        }
+    }
+}
+
+/// Searches one file's bytes for at most `limit + 1` matching lines. It goes through
+/// `search_reader`, the path `search_file` takes for a real file, so binary detection
+/// (stop at the first buffer that holds a NUL byte) behaves as on disk.
+fn search(
+    searcher: &mut Searcher,
+    matcher: &RegexMatcher,
+    shown: &SandboxPath,
+    bytes: &[u8],
+    limit: usize,
+) -> FileLines {
+    let mut sink = FileSink {
+        path: shown,
+        lines: FileLines {
+            lines: Vec::new(),
+            matches: 0,
+        },
+        stop_after: limit.saturating_add(1),
+    };
+    // The sink never fails and a slice cannot fail to read.
+    let _ = searcher.search_reader(matcher, bytes, &mut sink);
+    sink.lines
+}
+
+struct FileSink<'a> {
+    path: &'a SandboxPath,
+    lines: FileLines,
+    stop_after: usize,
+}
+
+impl FileSink<'_> {
+    fn push(&mut self, number: Option<u64>, bytes: &[u8], is_context: bool) {
+        self.lines.lines.push(GrepLine {
+            path: self.path.clone(),
+            line_number: number.unwrap_or(0),
+            text: String::from_utf8_lossy(strip_eol(bytes)).into_owned(),
+            is_context,
+        });
+    }
+}
+
+impl Sink for FileSink<'_> {
+    type Error = io::Error;
+
+    fn matched(&mut self, _: &Searcher, m: &SinkMatch<'_>) -> Result<bool, io::Error> {
+        self.push(m.line_number(), m.bytes(), false);
+        self.lines.matches += 1;
+        Ok(self.lines.matches < self.stop_after)
+    }
+
+    fn context(&mut self, _: &Searcher, c: &SinkContext<'_>) -> Result<bool, io::Error> {
+        self.push(c.line_number(), c.bytes(), true);
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(s: &str) -> SandboxPath {
+        SandboxPath::parse(s).unwrap()
+    }
+
+    #[test]
+    fn links_resolve_relative_to_their_folder_and_never_above_the_root() {
+        let sb = VirtualSandbox::new()
+            .with_file("a/b/file", "x")
+            .unwrap()
+            .with_symlink("a/up", "..")
+            .unwrap()
+            .with_symlink("a/b/side", "../b/file")
+            .unwrap()
+            .with_symlink("a/out", "../..")
+            .unwrap()
+            .with_symlink("abs", "/etc")
+            .unwrap()
+            .with_symlink("l1", "l2")
+            .unwrap()
+            .with_symlink("l2", "l1")
+            .unwrap();
+        let tree = sb.read_tree();
+        let r = |s: &str, follow, lenient| {
+            tree.resolve(&s.split('/').collect::<Vec<_>>(), follow, lenient)
+        };
+        let found = |v: &[&str]| Ok(Resolved::Found(v.iter().map(|s| s.to_string()).collect()));
+        assert_eq!(r("a/up/a/b/side", true, false), found(&["a", "b", "file"]));
+        assert_eq!(r("a/b/side", false, false), found(&["a", "b", "side"]));
+        assert_eq!(r("a/up", true, false), found(&[]));
+        assert_eq!(r("a/out", true, false), Err(Errno::Escape));
+        assert_eq!(r("a/out", false, false), found(&["a", "out"]));
+        assert_eq!(r("abs/passwd", true, false), Err(Errno::Escape));
+        assert_eq!(r("l1", true, false), Err(Errno::Loop));
+        assert_eq!(r("a/b/file/x", true, false), Err(Errno::NotDir));
+        assert_eq!(r("a/nope/x", true, false), Err(Errno::NoEnt));
+        assert_eq!(
+            r("a/nope/x", true, true),
+            Ok(Resolved::Missing {
+                parent: vec!["a".into(), "nope".into()],
+                name: "x".into()
+            })
+        );
+        assert_eq!(
+            r("a/b/new", true, false),
+            Ok(Resolved::Missing {
+                parent: vec!["a".into(), "b".into()],
+                name: "new".into()
+            })
+        );
+    }
+
+    #[test]
+    fn builder_refuses_bad_paths_and_targets() {
+        let sb = VirtualSandbox::new();
+        assert!(matches!(
+            sb.clone().with_file("../x", "y"),
+            Err(SandboxError::OutsideRoot { .. })
+        ));
+        assert!(matches!(
+            sb.symlink("l", ""),
+            Err(SandboxError::InvalidPath { .. })
+        ));
+        assert_eq!(
+            sb.symlink("", "x").unwrap_err().to_string(),
+            "cannot symlink `.`: File exists (os error 17)"
+        );
+        sb.symlink("l", "x").unwrap();
+        assert_eq!(
+            sb.symlink("l", "y").unwrap_err().to_string(),
+            "cannot symlink `l`: File exists (os error 17)"
+        );
+        let file = sb.clone().with_file("f", "x").unwrap();
+        assert_eq!(
+            file.with_dir("f/sub").unwrap_err().to_string(),
+            "cannot create `f/sub`: File exists (os error 17)"
+        );
+    }
+
+    #[test]
+    fn clones_share_one_tree() {
+        let a = VirtualSandbox::new();
+        let b = a.clone().with_file("x", "1").unwrap();
+        let read = futures::executor::block_on(a.read(&p("x"))).unwrap();
+        assert_eq!(read, b"1");
+        assert_eq!(b.kind(), "virtual");
+    }
+
+    #[test]
+    fn protected_paths_that_do_not_parse_are_dropped() {
+        let sb = VirtualSandbox::new().with_protected_paths([".git", "../x", "a/./b"]);
+        assert_eq!(sb.protected_paths(), [p(".git"), p("a/b")]);
+    }
+}
