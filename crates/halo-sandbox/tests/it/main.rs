@@ -5,6 +5,8 @@ mod agent;
 mod bash;
 mod common;
 mod confinement;
+mod escape;
+mod exec_limits;
 mod files;
 mod policy;
 mod search;
