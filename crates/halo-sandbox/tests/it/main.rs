@@ -4,9 +4,8 @@
 mod agent;
 mod bash;
 mod common;
+mod conformance;
 mod confinement;
-mod escape;
-mod exec_limits;
 mod files;
 mod policy;
 mod search;
