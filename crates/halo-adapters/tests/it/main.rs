@@ -1,6 +1,7 @@
 //! Integration tests of halo-adapters (one binary; modules per adapter).
 
 mod anthropic;
+mod gemini;
 mod openai;
 mod sim_openai;
 mod sse;

@@ -6,6 +6,8 @@ mod bash;
 mod common;
 mod conformance;
 mod confinement;
+mod escape;
+mod exec_limits;
 mod files;
 mod policy;
 mod search;

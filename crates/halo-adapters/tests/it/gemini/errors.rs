@@ -1,0 +1,225 @@
+//! Error bodies in Google's shape mapped to typed errors, the retry delay taken from
+//! `google.rpc.RetryInfo`, and the key kept out of every message.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use halo_core::{GenerationOptions, Message, ModelAdapter, ModelError, StablePrefix};
+use serde_json::{Value, json};
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use super::{KEY, builder, request};
+
+/// Answers from a FIFO script and counts the requests.
+#[derive(Clone, Default)]
+struct Script(Arc<Mutex<(VecDeque<ResponseTemplate>, usize)>>);
+
+impl Respond for Script {
+    fn respond(&self, _: &Request) -> ResponseTemplate {
+        let mut s = self.0.lock().unwrap();
+        s.1 += 1;
+        s.0.pop_front()
+            .unwrap_or_else(|| ResponseTemplate::new(418).set_body_string("script exhausted"))
+    }
+}
+
+impl Script {
+    fn requests(&self) -> usize {
+        self.0.lock().unwrap().1
+    }
+}
+
+async fn fake(script: Vec<ResponseTemplate>) -> (MockServer, Script) {
+    let server = MockServer::start().await;
+    let responder = Script(Arc::new(Mutex::new((script.into(), 0))));
+    Mock::given(method("POST"))
+        .and(path("/v1beta/models/gemini-2.5-flash:generateContent"))
+        .respond_with(responder.clone())
+        .mount(&server)
+        .await;
+    (server, responder)
+}
+
+fn google_error(code: u16, status: &str, message: &str, details: Value) -> ResponseTemplate {
+    ResponseTemplate::new(code).set_body_json(json!({
+        "error": {"code": code, "message": message, "status": status, "details": details}
+    }))
+}
+
+fn ok_text(text: &str) -> ResponseTemplate {
+    ResponseTemplate::new(200).set_body_json(json!({
+        "candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 8, "candidatesTokenCount": 2, "totalTokenCount": 10},
+        "modelVersion": "gemini-2.5-flash"
+    }))
+}
+
+fn rate_limited(delay: &str) -> ResponseTemplate {
+    google_error(
+        429,
+        "RESOURCE_EXHAUSTED",
+        "You exceeded your current quota, please check your plan and billing details.",
+        json!([
+            {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{"quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"}]},
+            {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay}
+        ]),
+    )
+}
+
+async fn call(base: &str, retries: u32) -> Result<halo_core::ModelResponse, ModelError> {
+    let model = builder(base)
+        .max_retries(retries)
+        .retry_min_delay(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    let prefix = StablePrefix::new("s");
+    let history = [Message::user("hi")];
+    let options = GenerationOptions::default();
+    model.generate(request(&prefix, &history, &options)).await
+}
+
+#[tokio::test]
+async fn a_429_carries_the_retry_info_delay_and_is_retried_then_succeeds() {
+    let (server, script) = fake(vec![rate_limited("0.013s"), ok_text("ok")]).await;
+    let out = call(&server.uri(), 2).await.unwrap();
+    assert_eq!(out.message.text, "ok");
+    assert_eq!(script.requests(), 2);
+    assert_eq!(out.usage.input_tokens, Some(8));
+
+    // Without retries the error itself shows the delay the body asked for.
+    let (server, _) = fake(vec![rate_limited("45.837906927s")]).await;
+    let err = call(&server.uri(), 0).await.unwrap_err();
+    assert_eq!(
+        err,
+        ModelError::RateLimited {
+            retry_after: Some(Duration::new(45, 837_906_927)),
+            message: "You exceeded your current quota, please check your plan and billing details. (status RESOURCE_EXHAUSTED)".into(),
+        }
+    );
+}
+
+#[tokio::test]
+async fn server_errors_are_retried_and_a_daily_quota_is_not() {
+    let unavailable = || {
+        google_error(
+            503,
+            "UNAVAILABLE",
+            "The model is overloaded. Please try again later.",
+            json!([]),
+        )
+    };
+    let (server, script) = fake(vec![unavailable(), unavailable(), ok_text("done")]).await;
+    assert_eq!(call(&server.uri(), 2).await.unwrap().message.text, "done");
+    assert_eq!(script.requests(), 3);
+
+    let (server, script) = fake(vec![unavailable(), unavailable()]).await;
+    let err = call(&server.uri(), 1).await.unwrap_err();
+    assert!(
+        matches!(err, ModelError::Server { status: 503, .. }),
+        "{err:?}"
+    );
+    assert_eq!(script.requests(), 2, "one try and one retry");
+
+    let daily = google_error(
+        429,
+        "RESOURCE_EXHAUSTED",
+        "Quota exceeded for metric: generate_content_free_tier_requests, limit: 250",
+        json!([
+            {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"}]},
+            {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1s"}
+        ]),
+    );
+    let (server, script) = fake(vec![daily]).await;
+    let err = call(&server.uri(), 2).await.unwrap_err();
+    assert!(
+        matches!(err, ModelError::InsufficientBalance { status: 429, .. }),
+        "{err:?}"
+    );
+    assert_eq!(script.requests(), 1, "a per-day quota is not retried");
+}
+
+#[tokio::test]
+async fn client_errors_are_typed_excerpted_and_never_hold_the_key() {
+    let long = format!(
+        "API key not valid: {KEY}. {}",
+        "Please pass a valid API key. ".repeat(40)
+    );
+    let (server, script) = fake(vec![google_error(
+        400,
+        "INVALID_ARGUMENT",
+        &long,
+        json!([]),
+    )])
+    .await;
+    let err = call(&server.uri(), 2).await.unwrap_err();
+    let ModelError::InvalidRequest {
+        status: 400,
+        message,
+    } = &err
+    else {
+        panic!("{err:?}")
+    };
+    assert!(
+        message.starts_with("API key not valid: [redacted]. Please pass"),
+        "{message}"
+    );
+    assert!(
+        message.len() <= 500 + "…".len() + " (status INVALID_ARGUMENT)".len(),
+        "{}",
+        message.len()
+    );
+    assert!(!err.to_string().contains(KEY));
+    assert_eq!(script.requests(), 1, "400 is not retried");
+
+    let (server, _) = fake(vec![google_error(
+        403,
+        "PERMISSION_DENIED",
+        "Method doesn't allow unregistered callers",
+        json!([]),
+    )])
+    .await;
+    assert!(matches!(
+        call(&server.uri(), 2).await.unwrap_err(),
+        ModelError::Authentication { status: 403, .. }
+    ));
+
+    let (server, _) = fake(vec![google_error(
+        404,
+        "NOT_FOUND",
+        "models/gemini-2.5-flash is not found for API version v1beta",
+        json!([]),
+    )])
+    .await;
+    let err = call(&server.uri(), 2).await.unwrap_err();
+    assert_eq!(
+        err,
+        ModelError::Http {
+            status: 404,
+            message:
+                "models/gemini-2.5-flash is not found for API version v1beta (status NOT_FOUND)"
+                    .into()
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_200_body_that_is_not_a_response_is_invalid() {
+    let (server, _) = fake(vec![
+        ResponseTemplate::new(200).set_body_string("<html>proxy</html>"),
+    ])
+    .await;
+    assert!(matches!(
+        call(&server.uri(), 0).await.unwrap_err(),
+        ModelError::InvalidResponse(_)
+    ));
+}
+
+#[test]
+fn debug_output_hides_the_key() {
+    let model = builder("http://127.0.0.1:9").build().unwrap();
+    let shown = format!("{model:?} {:?}", builder("http://127.0.0.1:9"));
+    assert!(!shown.contains(KEY), "{shown}");
+    assert!(shown.contains("[redacted]"));
+}
