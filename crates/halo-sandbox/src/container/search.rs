@@ -300,6 +300,8 @@ impl Ignores {
         file.take(MAX_GITIGNORE_BYTES)
             .read_to_string(&mut text)
             .ok()?;
+        // git and ripgrep skip a byte-order mark an editor may have written.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
         let mut builder = GitignoreBuilder::new(self.root.join(folder));
         for line in text.lines() {
             // A bad line is skipped, as git does.
