@@ -197,11 +197,10 @@ impl State {
 ///
 /// let sim = GeminiSim::start().await?;
 /// sim.push_reply(SimReply::text("Hello."));
-/// let clock = sim.clock();
 /// let model = GeminiAdapter::builder()
 ///     .api_key("sim-key")
 ///     .base_url(sim.base_url())
-///     .clock(move || clock())
+///     .clock(sim.clock())
 ///     .build()
 ///     .unwrap();
 /// // Run an agent on `model`, then read `sim.records()`.

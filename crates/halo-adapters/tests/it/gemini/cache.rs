@@ -52,11 +52,7 @@ fn generates(records: &[GeminiRecord]) -> Vec<&GeminiRecord> {
 }
 
 fn adapter(sim: &GeminiSim) -> GeminiAdapter {
-    let clock = sim.clock();
-    builder(&sim.base_url())
-        .clock(move || clock())
-        .build()
-        .unwrap()
+    builder(&sim.base_url()).clock(sim.clock()).build().unwrap()
 }
 
 fn prefix_one() -> StablePrefix {
@@ -191,9 +187,8 @@ async fn lifecycle_create_reuse_replace_expire_recreate() {
 async fn the_ttl_is_refreshed_close_to_expiry_and_an_expired_object_replaced() {
     let sim = GeminiSim::start().await.unwrap();
     sim.set_reply_script((1..=4).map(|n| SimReply::text(format!("answer {n}"))));
-    let clock = sim.clock();
     let model = builder(&sim.base_url())
-        .clock(move || clock())
+        .clock(sim.clock())
         .cache_ttl(Duration::from_secs(600))
         .build()
         .unwrap();
@@ -268,10 +263,9 @@ async fn concurrent_calls_with_one_prefix_create_one_object() {
 async fn a_create_refused_as_too_small_falls_back_to_the_full_prefix_for_good() {
     let sim = GeminiSim::start().await.unwrap();
     sim.set_reply_script([SimReply::text("a"), SimReply::text("b")]);
-    let clock = sim.clock();
     // The adapter thinks 10 tokens is enough; the API (1,024 for 2.5 Flash) disagrees.
     let model = builder(&sim.base_url())
-        .clock(move || clock())
+        .clock(sim.clock())
         .min_cache_tokens(10)
         .build()
         .unwrap();
