@@ -27,7 +27,7 @@
 //! keyed by its [`fingerprint`](halo_core::StablePrefix::fingerprint) (and the tool choice):
 //!
 //! 1. **Below the minimum** — the prefix's estimated size (its JSON bytes / 4) is under the
-//!    model's minimum ([`min_cache_tokens`], overridable): every request carries the whole
+//!    model's minimum ([`min_cacheable_tokens`], overridable): every request carries the whole
 //!    prefix and relies on implicit caching.
 //! 2. **Create** — otherwise the first request creates `POST /v1beta/cachedContents` with
 //!    `systemInstruction`, `tools`, `toolConfig`, the few-shot `contents` and
@@ -111,7 +111,7 @@ pub use config::{
     Clock, ConfigError, DEFAULT_CACHE_REFRESH_MARGIN, DEFAULT_CACHE_TTL, DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_RETRIES, DEFAULT_RETRY_MIN_DELAY, DEFAULT_TIMEOUT, GEMINI_API_KEY_VAR,
     GEMINI_BASE_URL_VAR, GEMINI_DEFAULT_BASE_URL, GEMINI_DEFAULT_MODEL, GEMINI_MODEL_VAR,
-    GeminiBuilder, MAX_RETRY_DELAY, min_cache_tokens,
+    GeminiBuilder, MAX_RETRY_DELAY, min_cacheable_tokens,
 };
 pub use schema::sanitize_schema;
 pub use stream::decode_stream;
@@ -142,7 +142,7 @@ pub struct GeminiAdapter {
     pub(crate) explicit_cache: bool,
     pub(crate) cache_ttl: Duration,
     pub(crate) cache_refresh_margin: Duration,
-    pub(crate) min_cache_tokens: u64,
+    pub(crate) min_cacheable_tokens: u64,
     pub(crate) thinking_budget: Option<i64>,
     pub(crate) include_thoughts: bool,
     pub(crate) clock: Clock,
@@ -160,7 +160,7 @@ impl fmt::Debug for GeminiAdapter {
             .field("max_retries", &self.max_retries)
             .field("explicit_cache", &self.explicit_cache)
             .field("cache_ttl", &self.cache_ttl)
-            .field("min_cache_tokens", &self.min_cache_tokens)
+            .field("min_cacheable_tokens", &self.min_cacheable_tokens)
             .finish_non_exhaustive()
     }
 }
@@ -205,8 +205,8 @@ impl GeminiAdapter {
     }
 
     /// The prompt size, in tokens, from which the prefix goes into a cached content.
-    pub fn min_cache_tokens(&self) -> u64 {
-        self.min_cache_tokens
+    pub fn min_cacheable_tokens(&self) -> u64 {
+        self.min_cacheable_tokens
     }
 
     /// The exact `generateContent` body bytes for `request` (compact JSON): with
@@ -244,7 +244,7 @@ impl GeminiAdapter {
     }
 
     /// The estimated token count of `request`'s cacheable prefix (its JSON bytes / 4), which
-    /// the adapter compares with [`min_cache_tokens`](Self::min_cache_tokens).
+    /// the adapter compares with [`min_cacheable_tokens`](Self::min_cacheable_tokens).
     pub fn estimated_prefix_tokens(&self, request: &ModelRequest<'_>) -> u64 {
         estimate_tokens(&request::prefix(request))
     }
@@ -312,7 +312,7 @@ impl GeminiAdapter {
                 .as_ref()
                 .and_then(|c| serde_json::to_string(c).ok()),
         };
-        if estimate_tokens(&prefix) < self.min_cache_tokens {
+        if estimate_tokens(&prefix) < self.min_cacheable_tokens {
             self.release_other_than(&key).await;
             return Plan {
                 prefix,

@@ -45,16 +45,16 @@ pub const DEFAULT_CACHE_REFRESH_MARGIN: Duration = Duration::from_secs(300);
 /// 2026-07 version of the page lists 2,048 for both 2.5 models and 4,096 for 3.1 Pro and
 /// 3.5 Flash, and the API answers a `cachedContents` create below its minimum with
 /// `400 Cached content is too small. total_token_count=…, min_total_token_count=…`.
-/// Override it per adapter with [`GeminiBuilder::min_cache_tokens`]. Models the table does
+/// Override it per adapter with [`GeminiBuilder::min_cacheable_tokens`]. Models the table does
 /// not know get 4,096, the largest documented minimum.
 ///
 /// ```
-/// use halo_adapters::gemini::min_cache_tokens;
-/// assert_eq!(min_cache_tokens("gemini-2.5-flash"), 1024);
-/// assert_eq!(min_cache_tokens("models/gemini-2.5-pro"), 4096);
-/// assert_eq!(min_cache_tokens("some-new-model"), 4096);
+/// use halo_adapters::gemini::min_cacheable_tokens;
+/// assert_eq!(min_cacheable_tokens("gemini-2.5-flash"), 1024);
+/// assert_eq!(min_cacheable_tokens("models/gemini-2.5-pro"), 4096);
+/// assert_eq!(min_cacheable_tokens("some-new-model"), 4096);
 /// ```
-pub fn min_cache_tokens(model: &str) -> u64 {
+pub fn min_cacheable_tokens(model: &str) -> u64 {
     let model = model.strip_prefix("models/").unwrap_or(model);
     const TABLE: &[(&str, u64)] = &[
         ("gemini-2.5-flash", 1024),
@@ -101,7 +101,7 @@ pub struct GeminiBuilder {
     pub(crate) explicit_cache: bool,
     pub(crate) cache_ttl: Duration,
     pub(crate) cache_refresh_margin: Duration,
-    pub(crate) min_cache_tokens: Option<u64>,
+    pub(crate) min_cacheable_tokens: Option<u64>,
     pub(crate) thinking_budget: Option<i64>,
     pub(crate) include_thoughts: bool,
     pub(crate) provider_name: Option<String>,
@@ -140,7 +140,7 @@ impl Default for GeminiBuilder {
             explicit_cache: true,
             cache_ttl: DEFAULT_CACHE_TTL,
             cache_refresh_margin: DEFAULT_CACHE_REFRESH_MARGIN,
-            min_cache_tokens: None,
+            min_cacheable_tokens: None,
             thinking_budget: None,
             include_thoughts: false,
             provider_name: None,
@@ -244,9 +244,9 @@ impl GeminiBuilder {
     }
 
     /// The prompt size, in tokens, from which the prefix goes into a `cachedContents`
-    /// object; default [`min_cache_tokens`] of the model.
-    pub fn min_cache_tokens(mut self, tokens: u64) -> Self {
-        self.min_cache_tokens = Some(tokens);
+    /// object; default [`min_cacheable_tokens`] of the model.
+    pub fn min_cacheable_tokens(mut self, tokens: u64) -> Self {
+        self.min_cacheable_tokens = Some(tokens);
         self
     }
 
@@ -343,9 +343,9 @@ impl GeminiBuilder {
             .build()
             .map_err(|e| ConfigError::Client(e.to_string()))?;
 
-        let min_cache_tokens = self
-            .min_cache_tokens
-            .unwrap_or_else(|| min_cache_tokens(&self.model));
+        let min_cacheable_tokens = self
+            .min_cacheable_tokens
+            .unwrap_or_else(|| min_cacheable_tokens(&self.model));
         Ok(GeminiAdapter {
             provider: self.provider_name.unwrap_or_else(|| "gemini".to_string()),
             model: self.model,
@@ -360,7 +360,7 @@ impl GeminiBuilder {
             explicit_cache: self.explicit_cache,
             cache_ttl: self.cache_ttl,
             cache_refresh_margin: self.cache_refresh_margin.min(self.cache_ttl / 2),
-            min_cache_tokens,
+            min_cacheable_tokens,
             thinking_budget: self.thinking_budget,
             include_thoughts: self.include_thoughts,
             clock: self.clock.unwrap_or_else(|| Arc::new(SystemTime::now)),

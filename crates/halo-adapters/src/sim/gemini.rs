@@ -42,8 +42,8 @@
 //!   naming it reads all of them.
 //! - **Implicit** (on by default for 2.5 and newer models): the longest common token prefix
 //!   with an earlier accepted request to the same model counts as cached when it is at least
-//!   the model's minimum ([`min_cache_tokens`], or
-//!   [`GeminiSim::set_min_cache_tokens`]). With a cached content this extends the cached
+//!   the model's minimum ([`min_cacheable_tokens`], or
+//!   [`GeminiSim::set_min_cacheable_tokens`]). With a cached content this extends the cached
 //!   part into the history after it.
 //! - `cachedContentTokenCount` = the larger of the two (omitted when 0, as proto3 JSON
 //!   does); `promptTokenCount` = the whole sequence; `candidatesTokenCount` = the tokens of
@@ -54,7 +54,7 @@
 //!   expires every one at once. [`GeminiSim::drop_cache`] forgets the implicit cache (an
 //!   eviction); explicit objects are resources and stay until they expire or are deleted.
 //!
-//! Each [`GeminiRecord`] of a generate call also keeps `seen_prefix_tokens`: the longest
+//! Each [`SimRecord`] of a generate call also keeps `seen_prefix_tokens`: the longest
 //! token prefix the request shares with anything sent before (earlier accepted requests and
 //! created cached contents), whatever the minimum, drops or expiry: the most a cache could
 //! serve, which `cargo xtask bench cache` compares against.
@@ -72,7 +72,7 @@ use halo_core::prefix::canonicalize;
 use serde_json::{Map, Value, json};
 
 use super::{SimReply, SimServer, common_prefix, serve, tokens};
-use crate::gemini::min_cache_tokens;
+use crate::gemini::min_cacheable_tokens;
 
 /// The `ttl` of a cached content created without one (the API's documented default).
 pub const DEFAULT_TTL: Duration = Duration::from_secs(3600);
@@ -83,7 +83,7 @@ pub const CACHE_NOT_FOUND: &str = "CachedContent not found (or permission denied
 
 /// One request the simulator received and what it answered.
 #[derive(Debug, Clone, PartialEq)]
-pub struct GeminiRecord {
+pub struct SimRecord {
     /// `GET`, `POST`, `PATCH` or `DELETE`.
     pub method: String,
     /// The path, such as `/v1beta/models/gemini-2.5-flash:generateContent`.
@@ -100,7 +100,7 @@ pub struct GeminiRecord {
     pub usage: Option<SimUsage>,
 }
 
-impl GeminiRecord {
+impl SimRecord {
     /// Whether this is a `generateContent` or `streamGenerateContent` call.
     pub fn is_generate(&self) -> bool {
         self.method == "POST" && self.path.starts_with("/v1beta/models/")
@@ -157,7 +157,7 @@ struct CacheObject {
 #[derive(Debug)]
 struct State {
     script: VecDeque<SimReply>,
-    records: Vec<GeminiRecord>,
+    records: Vec<SimRecord>,
     caches: BTreeMap<String, CacheObject>,
     /// Accepted requests' sequences per model, for implicit hits; `drop_cache` clears it.
     implicit: Vec<(String, Arc<[u32]>)>,
@@ -184,7 +184,8 @@ impl State {
     }
 
     fn minimum(&self, model: &str) -> u64 {
-        self.min_tokens.unwrap_or_else(|| min_cache_tokens(model))
+        self.min_tokens
+            .unwrap_or_else(|| min_cacheable_tokens(model))
     }
 }
 
@@ -287,8 +288,8 @@ impl GeminiSim {
     }
 
     /// Overrides the minimum cacheable length in tokens for every model (`None`: the
-    /// per-model table, [`min_cache_tokens`]).
-    pub fn set_min_cache_tokens(&self, tokens: Option<u64>) {
+    /// per-model table, [`min_cacheable_tokens`]).
+    pub fn set_min_cacheable_tokens(&self, tokens: Option<u64>) {
         self.lock().min_tokens = tokens;
     }
 
@@ -347,8 +348,19 @@ impl GeminiSim {
     }
 
     /// Every request with its status (and a generate call's token figures), in order.
-    pub fn records(&self) -> Vec<GeminiRecord> {
+    pub fn records(&self) -> Vec<SimRecord> {
         self.lock().records.clone()
+    }
+
+    /// The generate calls (`generateContent` and `streamGenerateContent`) with their
+    /// status and token figures, in order.
+    pub fn generate_records(&self) -> Vec<SimRecord> {
+        self.lock()
+            .records
+            .iter()
+            .filter(|r| r.is_generate())
+            .cloned()
+            .collect()
     }
 
     /// The bodies of every generate call (`generateContent` and `streamGenerateContent`),
@@ -432,7 +444,7 @@ async fn handle(
     } else {
         serde_json::from_slice(&body).ok()
     };
-    let mut record = GeminiRecord {
+    let mut record = SimRecord {
         method: method.to_string(),
         path: uri.path().to_string(),
         query: uri.query().map(str::to_string),
@@ -466,7 +478,7 @@ type Reply = Result<Answer, (StatusCode, Value)>;
 
 fn route(
     state: &mut State,
-    record: &GeminiRecord,
+    record: &SimRecord,
     body: Option<Value>,
     raw: &[u8],
     now: SystemTime,

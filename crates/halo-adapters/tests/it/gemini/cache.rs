@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use halo_adapters::gemini::GeminiAdapter;
-use halo_adapters::sim::gemini::{GeminiRecord, GeminiSim};
+use halo_adapters::sim::gemini::{GeminiSim, SimRecord};
 use halo_adapters::sim::{SimReply, count_tokens};
 use halo_core::prefix::canonicalize;
 use halo_core::{
@@ -43,11 +43,11 @@ fn piece_tokens(content: &Value) -> u64 {
     count_tokens(&format!("{}\n", canonical(content)))
 }
 
-fn of<'a>(records: &'a [GeminiRecord], method: &str) -> Vec<&'a GeminiRecord> {
+fn of<'a>(records: &'a [SimRecord], method: &str) -> Vec<&'a SimRecord> {
     records.iter().filter(|r| r.is_cache_call(method)).collect()
 }
 
-fn generates(records: &[GeminiRecord]) -> Vec<&GeminiRecord> {
+fn generates(records: &[SimRecord]) -> Vec<&SimRecord> {
     records.iter().filter(|r| r.is_generate()).collect()
 }
 
@@ -266,7 +266,7 @@ async fn a_create_refused_as_too_small_falls_back_to_the_full_prefix_for_good() 
     // The adapter thinks 10 tokens is enough; the API (1,024 for 2.5 Flash) disagrees.
     let model = builder(&sim.base_url())
         .clock(sim.clock())
-        .min_cache_tokens(10)
+        .min_cacheable_tokens(10)
         .build()
         .unwrap();
     let p = StablePrefix::new("Short.")
@@ -457,7 +457,7 @@ async fn a_streamed_agent_run_sends_and_reads_the_same_as_a_plain_one() {
     let streamed_gens: Vec<_> = sim
         .records()
         .into_iter()
-        .filter(GeminiRecord::is_generate)
+        .filter(SimRecord::is_generate)
         .collect();
     assert!(streamed_gens.iter().all(
         |r| r.path.ends_with(":streamGenerateContent") && r.query.as_deref() == Some("alt=sse")

@@ -51,7 +51,7 @@ async fn full_request_below_the_minimum_carries_the_whole_prefix() {
         .with_seed(7)
         .with_tool_choice(ToolChoice::Required);
     let req = request(&prefix, &history, &options);
-    assert!(model.estimated_prefix_tokens(&req) < model.min_cache_tokens());
+    assert!(model.estimated_prefix_tokens(&req) < model.min_cacheable_tokens());
 
     let body = model.request_body(&req, None).unwrap();
     assert_snapshot("full_below_minimum", &body);
@@ -90,7 +90,7 @@ fn cached_request_leaves_system_tools_and_few_shots_to_the_cached_content() {
     let history = [Message::user("What does src/main.rs print?")];
     let options = GenerationOptions::default().with_max_tokens(512);
     let req = request(&prefix, &history, &options);
-    assert!(model.estimated_prefix_tokens(&req) >= model.min_cache_tokens());
+    assert!(model.estimated_prefix_tokens(&req) >= model.min_cacheable_tokens());
 
     let body = model
         .request_body(&req, Some("cachedContents/sim00000001"))
