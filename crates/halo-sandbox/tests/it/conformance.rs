@@ -15,7 +15,8 @@ use halo_core::sandbox::{
     Capabilities, DirEntry, ExecRequest, FileKind, GlobRequest, GrepRequest, Metadata,
     SandboxError, SandboxPath, SharedSandbox,
 };
-use halo_sandbox::{ContainerSandbox, VirtualSandbox};
+use halo_sandbox::{ContainerSandbox, ToolOptions, VirtualSandbox};
+use serde_json::{Value, json};
 use tempfile::TempDir;
 
 /// One entry of a test tree.
@@ -1247,8 +1248,6 @@ async fn grep_refuses_bad_patterns_and_bases() {
 // git and ripgrep skip a UTF-8 byte-order mark at the start of a `.gitignore`; an editor
 // on Windows writes one, and the first rule must still apply.
 #[tokio::test]
-#[ignore = "ContainerSandbox reads the mark as part of the first rule (container/search.rs \
-            Ignores::load); run with --ignored once it strips it"]
 async fn gitignore_starting_with_a_byte_order_mark_keeps_its_first_rule() {
     let tree: &[E] = &[
         E::File(".gitignore", b"\xef\xbb\xbfx.txt\ny.txt\n"),
@@ -1261,4 +1260,232 @@ async fn gitignore_starting_with_a_byte_order_mark_keeps_its_first_rule() {
     })
     .await;
     assert_eq!(got, paths(&["z.txt"]));
+}
+
+// ---------------------------------------------------------------------------------------
+// The same checks at tool level: the coding tools over each sandbox give the same text.
+// ---------------------------------------------------------------------------------------
+
+/// Runs `calls` (tool name, JSON arguments) in order with the tools of each sandbox built
+/// from `tree`, asserts that both give the same results, and returns them: `ok: text`,
+/// `error: text` for an error result, `failed: message` for a tool error.
+async fn tool_calls(tree: &[E], protected: &[&str], calls: &[(&str, Value)]) -> Vec<String> {
+    same(tree, protected, async |s| {
+        let tools = halo_sandbox::tools(Arc::clone(&s.sandbox), ToolOptions::default());
+        let mut out = Vec::new();
+        for (name, args) in calls {
+            let tool = tools
+                .iter()
+                .find(|t| t.spec().name == *name)
+                .unwrap_or_else(|| panic!("no tool {name}"));
+            out.push(match tool.call_json(args.clone()).await {
+                Ok(o) if o.is_error => format!("error: {}", o.content),
+                Ok(o) => format!("ok: {}", o.content),
+                Err(e) => format!("failed: {e}"),
+            });
+        }
+        out
+    })
+    .await
+}
+
+#[tokio::test]
+async fn tool_specs_are_identical_but_for_bash() {
+    let [v, c] = subjects(&[], &[]);
+    let specs = |s: &Subject| {
+        halo_sandbox::tools(Arc::clone(&s.sandbox), ToolOptions::default())
+            .iter()
+            .map(|t| t.spec())
+            .collect::<Vec<_>>()
+    };
+    let (from_virtual, from_container) = (specs(&v), specs(&c));
+    let names =
+        |specs: &[halo_core::ToolSpec]| specs.iter().map(|s| s.name.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        names(&from_virtual),
+        ["read", "write", "edit", "ls", "glob", "grep"]
+    );
+    assert_eq!(
+        names(&from_container),
+        ["read", "write", "edit", "ls", "glob", "grep", "bash"]
+    );
+    assert_eq!(from_virtual[..], from_container[..6]);
+    // The sandboxes' own shorthands build the same sets.
+    let own = |tools: Vec<Arc<dyn halo_core::DynTool>>| {
+        tools.iter().map(|t| t.spec()).collect::<Vec<_>>()
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    assert_eq!(own(VirtualSandbox::new().tools()), from_virtual);
+    assert_eq!(
+        own(ContainerSandbox::new(dir.path())
+            .expect("container")
+            .tools()),
+        from_container
+    );
+}
+
+#[tokio::test]
+async fn tools_read_write_edit_and_ls_answer_alike() {
+    let got = tool_calls(
+        TREE,
+        &[],
+        &[
+            ("read", json!({"path": "a.txt"})),
+            ("read", json!({"path": "link_dir/sub/c.rs"})),
+            ("write", json!({"path": "notes/ten.txt", "content": "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n"})),
+            ("read", json!({"path": "notes/ten.txt", "offset": 3, "limit": 2})),
+            ("read", json!({"path": "notes/ten.txt", "offset": 11})),
+            ("edit", json!({"path": "link_file", "old_string": "alpha", "new_string": "omega"})),
+            ("read", json!({"path": "a.txt"})),
+            ("edit", json!({"path": "notes/ten.txt", "old_string": "1", "new_string": "one"})),
+            ("edit", json!({"path": "notes/ten.txt", "old_string": "1", "new_string": "one", "replace_all": true})),
+            ("read", json!({"path": "notes/ten.txt", "limit": 1})),
+            ("ls", json!({})),
+            ("ls", json!({"path": "link_dir"})),
+        ],
+    )
+    .await;
+    let expected = [
+        "ok:      1\talpha",
+        "ok:      1\tfn c() {}",
+        "ok: wrote 21 bytes to `notes/ten.txt`",
+        "ok:      3\t3\n     4\t4\n\n[showing lines 3-4; call read with offset=5 to read more]",
+        "failed: `notes/ten.txt` has 10 lines; offset 11 is past the end",
+        "ok: replaced 1 occurrence in `link_file`\n--- a/link_file\n+++ b/link_file\n@@ -1 +1 @@\n-alpha\n+omega",
+        "ok:      1\tomega",
+        "failed: old_string occurs 2 times in `notes/ten.txt`; include more surrounding lines \
+         to make it unique, or set replace_all to replace every occurrence",
+        "ok: replaced 2 occurrences in `notes/ten.txt`\n--- a/notes/ten.txt\n+++ b/notes/ten.txt\n@@ -1,4 +1,4 @@\n-1\n+one\n 2\n 3\n 4\n@@ -7,4 +7,4 @@\n 7\n 8\n 9\n-10\n+one0",
+        "ok:      1\tone\n\n[showing lines 1-1; call read with offset=2 to read more]",
+        "ok: a.txt\ndangling@\ndangling_deep@\ndir/\nempty/\nlink_dir@\nlink_file@\nloop_a@\nloop_b@\nnotes/\nout_abs@\nout_dir@\nout_rel@\nself_loop@",
+        "ok: b.txt\nout_deep@\nsub/\nup_file@",
+    ];
+    assert_eq!(got, expected);
+}
+
+#[tokio::test]
+async fn tools_refuse_the_same_paths_with_the_same_messages() {
+    let got = tool_calls(
+        GIT_TREE,
+        &[".git"],
+        &[
+            ("read", json!({"path": "../x"})),
+            ("read", json!({"path": "/etc/passwd"})),
+            ("read", json!({"path": "src"})),
+            ("read", json!({"path": "missing.rs"})),
+            ("write", json!({"path": ".git/config", "content": "x"})),
+            ("write", json!({"path": "cfg", "content": "x"})),
+            (
+                "edit",
+                json!({"path": "gitdir/config", "old_string": "core", "new_string": "x"}),
+            ),
+            (
+                "edit",
+                json!({"path": "src/lib.rs", "old_string": "nope", "new_string": "x"}),
+            ),
+            ("ls", json!({"path": "src/lib.rs"})),
+            ("glob", json!({"pattern": "../*"})),
+            ("grep", json!({"pattern": "(", "path": "src"})),
+            ("read", json!({"path": ".git/config"})),
+        ],
+    )
+    .await;
+    let expected = [
+        "failed: path `../x` is outside the sandbox root; use a path relative to the root",
+        "failed: path `/etc/passwd` is outside the sandbox root; use a path relative to the root",
+        "failed: `src` is a directory; use ls to list it",
+        "failed: `missing.rs` does not exist; use ls or glob to find the right path",
+        "failed: `.git/config` is read-only in this sandbox (protected path `.git`)",
+        "failed: `cfg` is read-only in this sandbox (protected path `.git`)",
+        "failed: `gitdir/config` is read-only in this sandbox (protected path `.git`)",
+        "failed: old_string was not found in `src/lib.rs`; read the file first and copy the text \
+         to replace exactly, with its whitespace and indentation",
+        "failed: `src/lib.rs` is not a directory",
+        "failed: path `../*` is outside the sandbox root; use a path relative to the root",
+        "failed: invalid regex `(`: regex parse error:\n    (?:()\n    ^\nerror: unclosed group",
+        "ok:      1\t[core]",
+    ];
+    assert_eq!(got, expected);
+}
+
+#[tokio::test]
+async fn tools_glob_and_grep_answer_alike() {
+    let got = tool_calls(
+        SEARCH_TREE,
+        &[],
+        &[
+            ("glob", json!({"pattern": "src/*.rs"})),
+            ("glob", json!({"pattern": "*", "include_ignored": true})),
+            ("glob", json!({"pattern": "*.zig"})),
+            (
+                "grep",
+                json!({"pattern": "todo", "path": "src", "ignore_case": true, "glob": "*.rs"}),
+            ),
+            (
+                "grep",
+                json!({"pattern": "TODO", "path": "src/util", "context": 1}),
+            ),
+            ("grep", json!({"pattern": "nothing-matches"})),
+        ],
+    )
+    .await;
+    let expected = [
+        "ok: src/gen_keep.rs\nsrc/lib.rs\nsrc/main.rs\nsrc/util.rs",
+        "ok: .env\n.gitignore\nREADME.md\nbin.dat\ndebug.log\nkeep.log\ntop_only.txt",
+        "ok: no files match `*.zig` in `.`",
+        "ok: src/gen_keep.rs:1:// TODO kept generated\nsrc/lib.rs:2:// todo lower\nsrc/lib.rs:3:// TODO upper\nsrc/main.rs:2:    // TODO: start\nsrc/util-x/y.rs:1:// TODO dash\nsrc/util.rs:1:// TODO util file\nsrc/util/helper.rs:3:TODO helper\nsrc/util/helper.rs:7:TODO again",
+        "ok: src/util/helper.rs-2-b\nsrc/util/helper.rs:3:TODO helper\nsrc/util/helper.rs-4-c\n--\nsrc/util/helper.rs-6-e\nsrc/util/helper.rs:7:TODO again",
+        "ok: no matches for `nothing-matches` in `.`",
+    ];
+    assert_eq!(got, expected);
+}
+
+#[tokio::test]
+async fn tools_cap_long_results_alike() {
+    let many: String = (1..=1005).map(|i| format!("hit {i}\n")).collect();
+    let names: Vec<String> = (0..1003).map(|i| format!("many/f{i:04}.txt")).collect();
+    let mut tree: Vec<E> = vec![E::File("hits.txt", many.leak().as_bytes())];
+    for name in names {
+        tree.push(E::File(name.leak(), b""));
+    }
+    let got = tool_calls(
+        &tree,
+        &[],
+        &[
+            ("grep", json!({"pattern": "hit"})),
+            ("glob", json!({"pattern": "many/*"})),
+        ],
+    )
+    .await;
+    let grep_tail = got[0].rsplit_once("\n\n").map(|(lines, note)| {
+        (
+            lines.lines().count(),
+            lines.lines().last().map(str::to_string),
+            note.to_string(),
+        )
+    });
+    let glob_tail = got[1].rsplit_once("\n\n").map(|(lines, note)| {
+        (
+            lines.lines().count(),
+            lines.lines().last().map(str::to_string),
+            note.to_string(),
+        )
+    });
+    assert_eq!(
+        grep_tail,
+        Some((
+            1000,
+            Some("hits.txt:1000:hit 1000".into()),
+            "[stopped after 1000 matches; narrow the pattern, path or glob]".into()
+        ))
+    );
+    assert_eq!(
+        glob_tail,
+        Some((
+            1000,
+            Some("many/f0999.txt".into()),
+            "[showing the first 1000 matching files; more match: narrow the pattern or path]"
+                .into()
+        ))
+    );
 }
