@@ -664,9 +664,15 @@ impl HaloAgent {
                     match hook.before_tool_call(call, &args).await {
                         ToolCallDecision::Allow => {}
                         ToolCallDecision::Rewrite(new_args) => {
-                            if let Err(message) = self.tools.validate(&call.name, &new_args) {
+                            let errors = self.tools.schema_errors(&call.name, &new_args);
+                            if let Some(problem) = match errors {
+                                Ok(e) if e.is_empty() => None,
+                                Ok(e) => Some(e.join("; ")),
+                                Err(unknown) => Some(unknown),
+                            } {
                                 denied = Some(format!(
-                                    "a tool hook rewrote the arguments into ones that do not fit: {message}"
+                                    "`{}` was not run: a tool hook of this session changed its arguments into ones that do not fit its schema ({problem}); your own arguments were valid, so do not retry the same call unchanged",
+                                    call.name
                                 ));
                                 break;
                             }

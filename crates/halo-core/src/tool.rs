@@ -260,10 +260,25 @@ impl ToolRegistry {
     /// # Errors
     /// The error text the model should read: an unknown tool, or the first five schema errors.
     pub fn validate(&self, name: &str, args: &Value) -> Result<(), String> {
+        let errors = self.schema_errors(name, args)?;
+        if !errors.is_empty() {
+            return Err(format!(
+                "the arguments of `{name}` do not match its schema: {}; call it again with arguments that do",
+                errors.join("; ")
+            ));
+        }
+        Ok(())
+    }
+
+    /// The first five schema errors of `args` for the tool `name` (empty when they fit).
+    ///
+    /// # Errors
+    /// The unknown-tool message.
+    pub(crate) fn schema_errors(&self, name: &str, args: &Value) -> Result<Vec<String>, String> {
         let Some(reg) = self.tools.get(name) else {
             return Err(self.unknown(name));
         };
-        let errors: Vec<String> = reg
+        Ok(reg
             .validator
             .iter_errors(args)
             .take(5)
@@ -275,14 +290,7 @@ impl ToolRegistry {
                     format!("at {at}: {e}")
                 }
             })
-            .collect();
-        if !errors.is_empty() {
-            return Err(format!(
-                "the arguments of `{name}` do not match its schema: {}; call it again with arguments that do",
-                errors.join("; ")
-            ));
-        }
-        Ok(())
+            .collect())
     }
 
     /// Runs a call: checks it, runs the tool, and returns the result the model reads.

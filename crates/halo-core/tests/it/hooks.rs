@@ -269,7 +269,7 @@ async fn a_rewrite_that_breaks_the_schema_becomes_an_error_result_and_the_tool_d
     assert!(
         result
             .content
-            .starts_with("a tool hook rewrote the arguments into ones that do not fit: "),
+            .starts_with("`echo` was not run: a tool hook of this session changed its arguments into ones that do not fit its schema (at /text: "),
         "{}",
         result.content
     );
