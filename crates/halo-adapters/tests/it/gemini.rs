@@ -105,9 +105,9 @@ pub fn list_dir_spec() -> ToolSpec {
     )
 }
 
-/// A system prompt of about 1,400 `o200k_base` tokens (about 7,300 bytes): above
-/// Gemini 2.5 Flash's 1,024-token minimum by the adapter's estimate and the simulator's
-/// count alike.
+/// A system prompt of about 9 KB (some 2,000 `o200k_base` tokens): well above
+/// Gemini 2.5 Flash's 1,024-token minimum by the adapter's estimate (bytes / 4) and the
+/// simulator's count alike.
 pub fn big_system() -> String {
     let mut s = String::from("You are a careful coding agent working in a small Rust workspace.\n");
     for n in 1..=90 {
