@@ -4,11 +4,13 @@
 //! cargo run -p coder -- "TASK" [--dir DIR] [--max-steps N] [--read-only] [--yes]
 //! ```
 //!
-//! The model is picked from the environment: `DEEPSEEK_API_KEY` (optional
-//! `DEEPSEEK_BASE_URL`, `DEEPSEEK_MODEL`) uses DeepSeek; `OPENAI_API_KEY` (optional
+//! The model is picked from the environment, first match wins: `ANTHROPIC_API_KEY`
+//! (optional `ANTHROPIC_BASE_URL`, `ANTHROPIC_MODEL`) uses Anthropic; `GEMINI_API_KEY`
+//! (optional `GEMINI_BASE_URL`, `GEMINI_MODEL`) Gemini; `DEEPSEEK_API_KEY` (optional
+//! `DEEPSEEK_BASE_URL`, `DEEPSEEK_MODEL`) DeepSeek; `OPENAI_API_KEY` (optional
 //! `OPENAI_BASE_URL`, `OPENAI_MODEL`) any OpenAI-compatible server; otherwise the embedded
 //! model (`HALO_MODEL`, or the file `cargo xtask model` fetches). The agent gets the sandbox's
-//! tools (`read`, `write`, `ls`, `glob`, `grep`, `bash`) confined to DIR. The run streams
+//! tools (`read`, `write`, `edit`, `ls`, `glob`, `grep`, `bash`) confined to DIR. The run streams
 //! (`HaloAgent::stream_text`): the model's text token by token, each tool call as it is
 //! decided, its (shortened) result, then a stats line.
 //!
@@ -111,7 +113,27 @@ fn set(var: &str) -> bool {
 /// The model named by the environment, a one-line description of it, and whether it is the
 /// small embedded model.
 fn pick_model() -> anyhow::Result<(SharedModel, String, bool)> {
+    use halo_adapters::anthropic::AnthropicAdapter;
+    use halo_adapters::gemini::GeminiAdapter;
     use halo_adapters::openai::OpenAiCompatible;
+    if set("ANTHROPIC_API_KEY") {
+        let m = AnthropicAdapter::from_env()?;
+        let desc = format!(
+            "Anthropic {} at {}",
+            halo_core::DynModelAdapter::model_name(&m),
+            m.endpoint()
+        );
+        return Ok((Arc::new(m), desc, false));
+    }
+    if set("GEMINI_API_KEY") {
+        let m = GeminiAdapter::from_env()?;
+        let desc = format!(
+            "Gemini {} at {}",
+            halo_core::DynModelAdapter::model_name(&m),
+            m.endpoint()
+        );
+        return Ok((Arc::new(m), desc, false));
+    }
     if set("DEEPSEEK_API_KEY") {
         let m = OpenAiCompatible::deepseek_from_env()?;
         let desc = format!(
@@ -153,7 +175,7 @@ fn local_model() -> anyhow::Result<(SharedModel, String, bool)> {
 #[cfg(not(feature = "local"))]
 fn local_model() -> anyhow::Result<(SharedModel, String, bool)> {
     bail!(
-        "no API key set and this build has no embedded model; set DEEPSEEK_API_KEY or OPENAI_API_KEY, or build with `--features local`"
+        "no API key set and this build has no embedded model; set ANTHROPIC_API_KEY, GEMINI_API_KEY, DEEPSEEK_API_KEY or OPENAI_API_KEY, or build with `--features local`"
     )
 }
 
@@ -174,22 +196,28 @@ fn print_stats(out: &GenerateTextResult, started: Instant) {
         let u = &step.usage;
         let fmt = |v: Option<u64>| v.map_or("?".to_string(), |n| n.to_string());
         println!(
-            "  step {}: input {} tokens, cached {}, output {}",
+            "  step {}: input {} tokens, cached {} read / {} written, output {}",
             i + 1,
             fmt(u.input_tokens),
             fmt(u.cache_read_tokens),
+            fmt(u.cache_write_tokens),
             fmt(u.output_tokens)
         );
+        if let halo_core::CacheVerdict::Bust { cause } = &step.cache.verdict {
+            println!("    cache bust: {cause}");
+        }
     }
     let s = &out.stats;
     println!(
-        "stats: {} steps, {} tool calls, input {} tokens, output {} tokens, cached {} tokens read / {} written, hit ratio {:.1} %, wall time {:.1} s",
+        "stats: {} steps, {} tool calls, input {} tokens, output {} tokens, cached {} tokens read / {} written (expected {} read, {} cache busts), hit ratio {:.1} %, wall time {:.1} s",
         s.steps,
         s.tool_calls,
         s.input_tokens,
         s.output_tokens,
         s.cache_read_tokens,
         s.cache_write_tokens,
+        s.expected_cached_tokens,
+        s.cache_busts,
         100.0 * s.cache_hit_ratio(),
         started.elapsed().as_secs_f64()
     );
