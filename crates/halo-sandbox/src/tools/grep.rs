@@ -41,8 +41,8 @@ impl GrepTool {
     pub(super) fn new(ctx: Arc<Ctx>) -> Self {
         let description = format!(
             "Searches file contents with a regular expression, like ripgrep. Returns one \
-             `path:line:text` a matching line (context lines as `path-line-text`, groups \
-             apart separated by `--`), paths relative to the sandbox root, files in sorted \
+             `path:line:text` a matching line (context lines as `path-line-text`, \
+             non-adjacent groups separated by `--`), paths relative to the sandbox root, files in sorted \
              order; at most {MAX_RESULTS} matching lines. Binary files, hidden files and \
              paths ignored by .gitignore files are skipped, and symbolic links are not \
              followed."

@@ -192,3 +192,166 @@ async fn nul_bytes_in_paths_are_refused_without_panicking() {
     );
     assert_eq!(f.failed("ls", json!({"path": "a\u{0}b"})).await, msg);
 }
+
+mod protected {
+    use halo_core::Sandbox;
+    use halo_core::sandbox::{SandboxError, SandboxPath};
+    use serde_json::json;
+
+    use crate::common::Fixture;
+
+    fn path(s: &str) -> SandboxPath {
+        SandboxPath::parse(s).unwrap()
+    }
+
+    fn git_fixture(protected: &[&str]) -> Fixture {
+        let protected: Vec<String> = protected.iter().map(|s| s.to_string()).collect();
+        let f = Fixture::with(move |s| s.with_protected_paths(protected));
+        f.file(".git/config", "[core]\n");
+        f.file("src/lib.rs", "fn a() {}\n");
+        f
+    }
+
+    #[tokio::test]
+    async fn protected_paths_are_readable_but_not_writable() {
+        let f = git_fixture(&[".git"]);
+        assert_eq!(
+            f.ok("read", json!({"path": ".git/config"})).await,
+            "     1\t[core]"
+        );
+        assert_eq!(
+            f.failed("write", json!({"path": ".git/config", "content": "x"}))
+                .await,
+            "`.git/config` is read-only in this sandbox (protected path `.git`)"
+        );
+        assert_eq!(
+            f.failed("write", json!({"path": ".git/new/file", "content": "x"}))
+                .await,
+            "`.git/new/file` is read-only in this sandbox (protected path `.git`)"
+        );
+        assert!(!f.path(".git/new").exists());
+        let s = &f.sandbox;
+        assert!(s.stat(&path(".git/config")).await.unwrap().read_only);
+        assert!(s.stat(&path(".git")).await.unwrap().read_only);
+        assert!(!s.stat(&path("src/lib.rs")).await.unwrap().read_only);
+        // `.gitx` is not under `.git`.
+        s.write(&path(".gitx"), b"ok".to_vec()).await.unwrap();
+        for (p, recursive) in [(".git/config", false), (".git", true)] {
+            let err = s.remove(&path(p), recursive).await.unwrap_err();
+            assert!(matches!(err, SandboxError::ReadOnly { .. }), "{err}");
+        }
+        assert!(f.path(".git/config").exists());
+        let root = s.remove(&SandboxPath::root(), true).await.unwrap_err();
+        assert!(matches!(root, SandboxError::OutsideRoot { .. }), "{root}");
+    }
+
+    #[tokio::test]
+    async fn removing_a_folder_that_holds_a_protected_path_is_refused() {
+        let f = Fixture::with(|s| s.with_protected_paths(["vendor/lib/.git"]));
+        f.file("vendor/lib/.git/HEAD", "ref\n");
+        f.file("vendor/other.txt", "x");
+        let err = f.sandbox.remove(&path("vendor"), true).await.unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "`vendor` is read-only in this sandbox (protected path `vendor/lib/.git`)"
+        );
+        f.sandbox
+            .remove(&path("vendor/other.txt"), false)
+            .await
+            .unwrap();
+        assert!(f.path("vendor/lib/.git/HEAD").exists());
+    }
+
+    #[tokio::test]
+    async fn links_into_a_protected_path_cannot_write_there() {
+        let f = git_fixture(&[".git"]);
+        f.symlink(".git/config", "cfg");
+        f.symlink(".git", "g");
+        f.symlink("g/hooks/pre-commit", "hook");
+        f.file("deep/dir/x", "");
+        f.symlink("../.git", "deep/up");
+        for p in ["cfg", "g/config", "g/hooks/new", "hook", "deep/up/config"] {
+            assert_eq!(
+                f.failed("write", json!({"path": p, "content": "x"})).await,
+                format!("`{p}` is read-only in this sandbox (protected path `.git`)"),
+                "{p}"
+            );
+        }
+        // Through a link made of `..` after another link: `deep/dir/../..` is the root
+        // once `dir` is a link to `deep/dir`'s parent... resolved by the kernel's rules.
+        f.symlink("deep/dir", "d");
+        f.symlink("d/../../.git/dangling", "tricky");
+        assert_eq!(
+            f.failed("write", json!({"path": "tricky", "content": "x"}))
+                .await,
+            "`tricky` is read-only in this sandbox (protected path `.git`)"
+        );
+        assert!(!f.path(".git/hooks").exists());
+        assert!(!f.path(".git/dangling").exists());
+        assert_eq!(
+            std::fs::read_to_string(f.path(".git/config")).unwrap(),
+            "[core]\n"
+        );
+        // Removing the link itself is fine: the protected folder stays.
+        f.sandbox.remove(&path("cfg"), false).await.unwrap();
+        assert!(f.path(".git/config").exists());
+    }
+
+    #[tokio::test]
+    async fn a_protected_path_that_is_a_link_protects_its_target() {
+        let f = Fixture::with(|s| s.with_protected_paths([".git"]));
+        f.file("store/gitdir/config", "[core]\n");
+        f.symlink("store/gitdir", ".git");
+        assert_eq!(
+            f.failed(
+                "write",
+                json!({"path": "store/gitdir/config", "content": "x"})
+            )
+            .await,
+            "`store/gitdir/config` is read-only in this sandbox (protected path `.git`)"
+        );
+        let err = f.sandbox.remove(&path("store"), true).await.unwrap_err();
+        assert!(matches!(err, SandboxError::ReadOnly { .. }), "{err}");
+        f.file("store/free.txt", "");
+        f.sandbox
+            .write(&path("store/free.txt"), b"ok".to_vec())
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn writing_through_a_dangling_link_inside_creates_its_target() {
+        let f = Fixture::new();
+        f.file("dir/keep", "");
+        f.symlink("dir/target.txt", "link");
+        assert_eq!(
+            f.ok("write", json!({"path": "link", "content": "made"}))
+                .await,
+            "wrote 4 bytes to `link`"
+        );
+        assert_eq!(
+            std::fs::read_to_string(f.path("dir/target.txt")).unwrap(),
+            "made"
+        );
+    }
+
+    #[tokio::test]
+    async fn removing_a_link_out_of_the_root_removes_only_the_link() {
+        let out = tempfile::tempdir().unwrap();
+        std::fs::write(out.path().join("keep.txt"), "keep").unwrap();
+        let f = Fixture::new();
+        f.symlink(out.path(), "outdir");
+        f.sandbox.remove(&path("outdir"), true).await.unwrap();
+        assert!(!f.path("outdir").exists());
+        assert_eq!(
+            std::fs::read_to_string(out.path().join("keep.txt")).unwrap(),
+            "keep"
+        );
+        let err = f
+            .sandbox
+            .remove(&path("outdir/keep.txt"), false)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, SandboxError::NotFound { .. }), "{err}");
+    }
+}

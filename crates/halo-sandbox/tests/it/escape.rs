@@ -295,7 +295,7 @@ async fn no_tool_reaches_outside_the_root_or_into_protected_git() {
     // Symbolic links made before the run: a file link, a folder link, a relative link that
     // climbs out, a link to the root's parent, and a chain of links.
     s.link(&secret, "secret_link");
-    s.link(&s.outside.clone(), "out_dir");
+    s.link(s.outside.clone(), "out_dir");
     s.link("../outside/secret.txt", "relative_link");
     s.link("..", "up");
     s.link("chain2", "chain1");

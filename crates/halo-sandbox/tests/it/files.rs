@@ -252,3 +252,125 @@ async fn ls_caps_long_listings_with_a_note() {
         "[showing the first 1000 of 1001 entries; use glob to narrow the listing]"
     );
 }
+
+#[tokio::test]
+async fn edit_replaces_one_occurrence_and_shows_a_unified_diff() {
+    let f = Fixture::new();
+    f.file("src/lib.rs", "fn a() {}\n\nfn b() {\n    1\n}\n");
+    assert_eq!(
+        f.ok(
+            "edit",
+            json!({"path": "src/lib.rs", "old_string": "    1\n", "new_string": "    2\n    3\n"})
+        )
+        .await,
+        "replaced 1 occurrence in `src/lib.rs`\n--- a/src/lib.rs\n+++ b/src/lib.rs\n\
+         @@ -1,5 +1,6 @@\n fn a() {}\n \n fn b() {\n-    1\n+    2\n+    3\n }"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.path("src/lib.rs")).unwrap(),
+        "fn a() {}\n\nfn b() {\n    2\n    3\n}\n"
+    );
+}
+
+#[tokio::test]
+async fn edit_needs_a_unique_old_string_unless_replace_all() {
+    let f = Fixture::new();
+    f.file("a.txt", "x = 1\nx = 1\nx = 1\n");
+    assert_eq!(
+        f.failed(
+            "edit",
+            json!({"path": "a.txt", "old_string": "x = 1", "new_string": "x = 2"})
+        )
+        .await,
+        "old_string occurs 3 times in `a.txt`; include more surrounding lines to make it \
+         unique, or set replace_all to replace every occurrence"
+    );
+    assert_eq!(
+        f.failed(
+            "edit",
+            json!({"path": "a.txt", "old_string": "y = 1", "new_string": "y = 2"})
+        )
+        .await,
+        "old_string was not found in `a.txt`; read the file first and copy the text to \
+         replace exactly, with its whitespace and indentation"
+    );
+    // Nothing changed so far.
+    assert_eq!(
+        std::fs::read_to_string(f.path("a.txt")).unwrap(),
+        "x = 1\nx = 1\nx = 1\n"
+    );
+    assert_eq!(
+        f.ok(
+            "edit",
+            json!({"path": "a.txt", "old_string": "x = 1", "new_string": "x = 2", "replace_all": true})
+        )
+        .await,
+        "replaced 3 occurrences in `a.txt`\n--- a/a.txt\n+++ b/a.txt\n@@ -1,3 +1,3 @@\n\
+         -x = 1\n-x = 1\n-x = 1\n+x = 2\n+x = 2\n+x = 2"
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.path("a.txt")).unwrap(),
+        "x = 2\nx = 2\nx = 2\n"
+    );
+}
+
+#[tokio::test]
+async fn edit_refuses_what_it_cannot_change() {
+    let f = Fixture::new();
+    f.file("a.txt", "text\n");
+    f.file("bin.dat", b"ab\0cd");
+    f.file("latin1.txt", b"caf\xe9\n");
+    std::fs::create_dir(f.path("dir")).unwrap();
+    let edit = |path: &str, old: &str, new: &str| json!({"path": path, "old_string": old, "new_string": new});
+    assert_eq!(
+        f.failed("edit", edit("a.txt", "", "x")).await,
+        "old_string is empty; give the exact text to replace (use write to create or replace \
+         a whole file)"
+    );
+    assert_eq!(
+        f.failed("edit", edit("a.txt", "text", "text")).await,
+        "old_string and new_string are the same; there is nothing to change"
+    );
+    assert_eq!(
+        f.failed("edit", edit("nope.txt", "a", "b")).await,
+        "`nope.txt` does not exist; use ls or glob to find the right path"
+    );
+    assert_eq!(
+        f.failed("edit", edit("dir", "a", "b")).await,
+        "`dir` is a directory; use ls to list it"
+    );
+    assert_eq!(
+        f.failed("edit", edit("bin.dat", "ab", "x")).await,
+        "`bin.dat` looks like a binary file (it contains NUL bytes); only text files can be read"
+    );
+    assert_eq!(
+        f.failed("edit", edit("latin1.txt", "caf", "x")).await,
+        "`latin1.txt` is not valid UTF-8 text; edit only changes text files"
+    );
+    assert_eq!(std::fs::read(f.path("latin1.txt")).unwrap(), b"caf\xe9\n");
+}
+
+#[tokio::test]
+async fn edit_diffs_are_bounded_by_the_output_limit() {
+    let f = Fixture::with(|s| s.with_output_limit(4096));
+    let old: String = (0..1000).map(|i| format!("line {i}\n")).collect();
+    f.file("big.txt", &old);
+    let out = f
+        .ok(
+            "edit",
+            json!({"path": "big.txt", "old_string": "line", "new_string": "row", "replace_all": true}),
+        )
+        .await;
+    let (diff, note) = out.rsplit_once("\n\n").expect("a note");
+    assert!(out.len() <= 4096 + 100, "{}", out.len());
+    let shown = diff.lines().count() - 1; // the first line is the summary
+    assert_eq!(
+        note,
+        format!("[diff cut after {shown} of 2003 lines; read the file to see the rest]")
+    );
+    assert!(diff.starts_with("replaced 1000 occurrences in `big.txt`\n--- a/big.txt\n"));
+    assert_eq!(
+        std::fs::read_to_string(f.path("big.txt")).unwrap(),
+        old.replace("line", "row")
+    );
+}

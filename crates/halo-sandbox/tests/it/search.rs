@@ -166,3 +166,156 @@ async fn grep_caps_matches_and_output_with_a_note() {
         "[output limit reached after 13 matches; narrow the pattern, path or glob]"
     );
 }
+
+#[tokio::test]
+async fn grep_shows_context_lines_and_separates_groups() {
+    let f = Fixture::new();
+    let text: String = (1..=10)
+        .map(|i| {
+            if i == 3 || i == 8 {
+                format!("match {i}\n")
+            } else {
+                format!("line {i}\n")
+            }
+        })
+        .collect();
+    f.file("ctx.txt", &text);
+    f.file("other.txt", "match here\n");
+    assert_eq!(
+        f.ok("grep", json!({"pattern": "match", "context": 1}))
+            .await,
+        "ctx.txt-2-line 2\nctx.txt:3:match 3\nctx.txt-4-line 4\n--\nctx.txt-7-line 7\n\
+         ctx.txt:8:match 8\nctx.txt-9-line 9\n--\nother.txt:1:match here"
+    );
+    // Groups that touch are one group.
+    assert_eq!(
+        f.ok(
+            "grep",
+            json!({"pattern": "match", "context": 2, "path": "ctx.txt"})
+        )
+        .await,
+        "ctx.txt-1-line 1\nctx.txt-2-line 2\nctx.txt:3:match 3\nctx.txt-4-line 4\n\
+         ctx.txt-5-line 5\nctx.txt-6-line 6\nctx.txt-7-line 7\nctx.txt:8:match 8\n\
+         ctx.txt-9-line 9\nctx.txt-10-line 10"
+    );
+    // More than 10 lines of context (the schema's maximum, which an agent's registry
+    // enforces) is shown as 10.
+    let long: String = (1..=30).map(|i| format!("row {i}\n")).collect();
+    f.file("long.txt", long);
+    let wide = f
+        .ok(
+            "grep",
+            json!({"pattern": "^row 15$", "context": 50, "path": "long.txt"}),
+        )
+        .await;
+    let numbers: Vec<&str> = wide.lines().map(|l| &l[9..11]).collect();
+    assert_eq!(wide.lines().count(), 21, "{wide}");
+    assert_eq!((numbers[0], numbers[20]), ("5-", "25"), "{wide}");
+    let grep = f.tools.iter().find(|t| t.spec().name == "grep").unwrap();
+    assert_eq!(
+        grep.spec().parameters["properties"]["context"]["maximum"],
+        10
+    );
+}
+
+#[tokio::test]
+async fn glob_can_include_hidden_and_ignored_files() {
+    let f = tree();
+    assert_eq!(
+        f.ok(
+            "glob",
+            json!({"pattern": "**/*.rs", "include_ignored": true})
+        )
+        .await,
+        ".hidden/x.rs\nsrc/a/b.rs\nsrc/lib.rs\ntarget/out.rs"
+    );
+}
+
+#[tokio::test]
+async fn only_gitignore_files_inside_the_root_apply_deepest_first() {
+    let f = tree();
+    // `.ignore` files are not honoured, only `.gitignore`.
+    f.file(".ignore", "*.md\n");
+    assert_eq!(f.ok("glob", json!({"pattern": "*.md"})).await, "README.md");
+    // A deeper `.gitignore` overrides the root's: `!` brings the log back, in src only.
+    f.file("src/.gitignore", "!debug.log\n");
+    f.file("other/x.log", "");
+    assert_eq!(
+        f.ok("glob", json!({"pattern": "**/*.log"})).await,
+        "src/debug.log"
+    );
+    // A `.gitignore` in a folder applies to that folder and below, not to its siblings.
+    f.file("docs/.gitignore", "*.txt\n");
+    f.file("docs/a.txt", "");
+    f.file("docs/deep/b.txt", "");
+    f.file("notes.txt", "");
+    assert_eq!(
+        f.ok("glob", json!({"pattern": "**/*.txt"})).await,
+        "notes.txt\nsrc/a/c.txt"
+    );
+}
+
+#[tokio::test]
+async fn a_gitignore_link_is_read_when_it_resolves_inside_the_root() {
+    let f = Fixture::new();
+    f.file("rules/ignore-these", "*.md\n");
+    f.file("README.md", "");
+    f.file("main.rs", "");
+    f.symlink("rules/ignore-these", ".gitignore");
+    assert_eq!(f.ok("glob", json!({"pattern": "*"})).await, "main.rs");
+}
+
+#[tokio::test]
+async fn results_are_sorted_by_path_bytes_and_fifos_are_not_files() {
+    let f = Fixture::new();
+    f.file("a/x", "hit\n");
+    f.file("a.txt", "hit\n");
+    f.file("a-b", "hit\n");
+    let status = std::process::Command::new("mkfifo")
+        .arg(f.path("a/pipe"))
+        .status()
+        .expect("mkfifo");
+    assert!(status.success());
+    assert_eq!(
+        f.ok("glob", json!({"pattern": "**"})).await,
+        "a-b\na.txt\na/x"
+    );
+    // The FIFO is neither listed nor opened (opening it would block).
+    assert_eq!(
+        f.ok("grep", json!({"pattern": "hit"})).await,
+        "a-b:1:hit\na.txt:1:hit\na/x:1:hit"
+    );
+}
+
+#[tokio::test]
+async fn grep_keeps_the_first_matches_in_path_order_whatever_the_walk_order() {
+    let f = Fixture::new();
+    // Many files so the parallel walk finishes them in any order.
+    for i in 0..300 {
+        f.file(&format!("d{}/f{i:03}.txt", i % 7), "hit\nhit\nhit\nhit\n");
+    }
+    let out = f.ok("grep", json!({"pattern": "hit"})).await;
+    let (lines, note) = out.split_once("\n\n").expect("a note");
+    assert_eq!(
+        note,
+        "[stopped after 1000 matches; narrow the pattern, path or glob]"
+    );
+    let got: Vec<&str> = lines.lines().collect();
+    let mut all: Vec<String> = (0..300)
+        .flat_map(|i| (1..=4).map(move |n| format!("d{}/f{i:03}.txt:{n}:hit", i % 7)))
+        .collect();
+    all.sort_by(|a, b| {
+        let key = |s: &str| {
+            let (path, rest) = s.split_once(':').unwrap();
+            (
+                path.to_string(),
+                rest.split(':').next().unwrap().parse::<u32>().unwrap(),
+            )
+        };
+        key(a).cmp(&key(b))
+    });
+    assert_eq!(
+        got,
+        all[..1000].iter().map(String::as_str).collect::<Vec<_>>()
+    );
+}

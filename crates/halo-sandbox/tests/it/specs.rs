@@ -165,3 +165,52 @@ fn a_missing_or_file_root_is_refused() {
         format!("sandbox root `{}` is not a directory", file.display())
     );
 }
+
+/// The snapshot of the default tool specs; `UPDATE_EXPECT=1` rewrites it.
+const SPEC_SNAPSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tool_specs.json");
+
+// The specs are in every request's cached prefix: any change to a name, description or
+// schema must be deliberate, seen in review as a diff of this file.
+#[test]
+fn specs_match_the_snapshot_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let specs: Vec<_> = ContainerSandbox::new(dir.path())
+        .unwrap()
+        .tools()
+        .iter()
+        .map(|t| t.spec())
+        .collect();
+    let mut text = serde_json::to_string_pretty(&specs).unwrap();
+    text.push('\n');
+    if std::env::var_os("UPDATE_EXPECT").is_some() {
+        std::fs::write(SPEC_SNAPSHOT, &text).unwrap();
+    }
+    let expected = std::fs::read_to_string(SPEC_SNAPSHOT)
+        .expect("tests/data/tool_specs.json (run with UPDATE_EXPECT=1 to write it)");
+    assert!(
+        text == expected,
+        "tool specs changed; if that is intended, run with UPDATE_EXPECT=1 and review the \
+         diff of tests/data/tool_specs.json\n{text}"
+    );
+}
+
+#[test]
+fn a_virtual_sandbox_has_the_same_specs_without_bash() {
+    let dir = tempfile::tempdir().unwrap();
+    let container: Vec<_> = ContainerSandbox::new(dir.path())
+        .unwrap()
+        .tools()
+        .iter()
+        .map(|t| t.spec())
+        .collect();
+    let virtual_: Vec<_> = halo_sandbox::VirtualSandbox::new()
+        .tools()
+        .iter()
+        .map(|t| t.spec())
+        .collect();
+    assert_eq!(container.last().map(|s| s.name.as_str()), Some("bash"));
+    assert_eq!(
+        serde_json::to_vec(&virtual_).unwrap(),
+        serde_json::to_vec(&container[..6]).unwrap()
+    );
+}
