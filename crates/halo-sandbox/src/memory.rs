@@ -100,16 +100,22 @@ impl VirtualSandbox {
     /// parent link out of the root).
     pub fn with_file(self, path: &str, content: impl Into<Vec<u8>>) -> Result<Self, SandboxError> {
         let path = SandboxPath::parse(path)?;
-        self.write_tree().write_file(&path, content.into())?;
+        let mut tree = self.write_tree();
+        let comps: Vec<&str> = path.components().collect();
+        if let Some((_, parent)) = comps.split_last() {
+            tree.check_parents(&path, parent)?;
+        }
+        tree.write_file(&path, content.into())?;
+        drop(tree);
         Ok(self)
     }
 
     /// Adds a folder and its missing parents (`mkdir -p`).
     ///
     /// # Errors
-    /// What [`SandboxPath::parse`] refuses; `Io` (`File exists`) when the path or a
-    /// parent is a file; `NotDirectory` or `OutsideRoot` for a parent that cannot hold
-    /// folders.
+    /// What [`SandboxPath::parse`] refuses; `Io` (`File exists`) when a file or a link that
+    /// leads to no folder is at the path; `NotDirectory` when a parent is a file;
+    /// `OutsideRoot` when a parent is a link out of the root.
     pub fn with_dir(self, path: &str) -> Result<Self, SandboxError> {
         let path = SandboxPath::parse(path)?;
         self.write_tree()
@@ -934,7 +940,8 @@ impl Matches {
                 if matches == self.limit {
                     let trailing = line.is_context
                         && last_match.as_ref().is_some_and(|(path, number)| {
-                            *path == line.path && line.line_number <= number + context as u64
+                            *path == line.path
+                                && line.line_number <= number.saturating_add(context as u64)
                         });
                     if !trailing {
                         break 'files;
@@ -1086,8 +1093,12 @@ mod tests {
         );
         let file = sb.clone().with_file("f", "x").unwrap();
         assert_eq!(
+            file.clone().with_dir("f").unwrap_err().to_string(),
+            "cannot create `f`: File exists (os error 17)"
+        );
+        assert_eq!(
             file.with_dir("f/sub").unwrap_err().to_string(),
-            "cannot create `f/sub`: File exists (os error 17)"
+            "`f/sub` is not a directory"
         );
     }
 
