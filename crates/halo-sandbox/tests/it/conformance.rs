@@ -1534,3 +1534,74 @@ async fn grep_with_a_huge_context_shows_whole_files() {
         ))
     );
 }
+
+// `rm -r` of a link to a folder removes the link, never what it points to.
+#[tokio::test]
+async fn recursive_remove_of_a_link_to_a_folder_keeps_the_folder() {
+    let got = same(TREE, &[], async |s| {
+        (
+            remove(s, "link_dir", true).await,
+            remove(s, "dir/sub/up_dir", true).await,
+            snapshot(s, "dir").await,
+            read(s, "a.txt").await,
+        )
+    })
+    .await;
+    assert_eq!(got.0, Ok(()));
+    assert_eq!(got.1, Ok(()));
+    assert_eq!(
+        got.2,
+        [
+            "dir/b.txt File 5",
+            "dir/out_deep Symlink 0",
+            "dir/sub Dir 0",
+            "dir/sub/c.rs File 10",
+            "dir/up_file Symlink 0",
+        ]
+    );
+    assert_eq!(got.3, Ok("alpha\n".into()));
+}
+
+#[tokio::test]
+async fn writes_below_links_that_lead_nowhere_are_refused() {
+    let got = same(TREE, &[], async |s| {
+        (
+            write(s, "dangling/x.txt", "x").await,
+            write(s, "self_loop/x.txt", "x").await,
+            write(s, "dir/up_file/x.txt", "x").await,
+            snapshot(s, "").await.len(),
+        )
+    })
+    .await;
+    assert_eq!(
+        got.0,
+        Err(failure(
+            "Io",
+            "cannot create the parent folders of `dangling/x.txt`: File exists (os error 17)"
+        ))
+    );
+    assert_eq!(got.1, Err(symlink_loop("write", "self_loop/x.txt")));
+    assert_eq!(got.2, Err(not_dir("dir/up_file")));
+    let [v, _] = subjects(TREE, &[]);
+    assert_eq!(got.3, snapshot(&v, "").await.len());
+}
+
+#[tokio::test]
+async fn a_dangling_link_into_a_protected_path_cannot_create_a_file_there() {
+    let tree: &[E] = &[
+        E::File(".git/config", b"[core]\n"),
+        E::Link("hook", ".git/hooks/pre-commit"),
+        E::Link("newcfg", ".git/new"),
+    ];
+    let got = same(tree, &[".git"], async |s| {
+        (
+            write(s, "newcfg", "x").await,
+            write(s, "hook", "x").await,
+            snapshot(s, ".git").await,
+        )
+    })
+    .await;
+    assert_eq!(got.0, Err(read_only("newcfg")));
+    assert_eq!(got.1, Err(read_only("hook")));
+    assert_eq!(got.2, [".git/config File 7"]);
+}
