@@ -11,7 +11,11 @@
 //! results vary in size from about 200 B to 8 KB and are the same for every run.
 //!
 //! Each provider runs the session twice through its real adapter, a [`HaloAgent`] with
-//! `generate_text` and `max_steps(45)`, against a fresh simulator on loopback:
+//! `generate_text` and `max_steps(45)`, against a fresh simulator on loopback: OpenAI
+//! (`OpenAiCompatible::openai`, `gpt-5-mini`) and DeepSeek (`OpenAiCompatible::deepseek`)
+//! against `OpenAiSim`, Anthropic (`AnthropicAdapter`, `claude-sonnet-4-5`) against
+//! `AnthropicSim`, Gemini (`GeminiAdapter`, `gemini-2.5-flash`, sharing the simulator's
+//! clock) against `GeminiSim`:
 //! - **halo**: the stable prefix and the append-only history as Halo sends them;
 //! - **baseline**: the same session, with `Current date and time: …` appended to the system
 //!   prompt of every request, the clock advancing 20 s per model call. The baseline wraps
@@ -24,7 +28,8 @@
 //! earlier request of the session, summed; computed by the simulator from the recorded
 //! requests, without minimum or rounding), Halo's cached tokens as a fraction of that
 //! maximum (goal at least 0.98), the ledger's cache-bust count, and the cost ratio with
-//! cached tokens at 10 % of the uncached price (and written tokens, where reported, at 125 %).
+//! cached tokens at 10 % of the uncached price and written tokens where reported (Anthropic's
+//! at 125 %, inside input; Gemini's created `cachedContents` at 100 %, a separate call).
 //! Tokens are `o200k_base` for every simulator. Nothing is asserted; it prints figures.
 
 use std::fmt::Write as _;
@@ -36,9 +41,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Context as _;
 use halo_adapters::anthropic::AnthropicAdapter;
+use halo_adapters::gemini::GeminiAdapter;
 use halo_adapters::openai::OpenAiCompatible;
 use halo_adapters::sim::SimReply;
 use halo_adapters::sim::anthropic::AnthropicSim;
+use halo_adapters::sim::gemini::GeminiSim;
 use halo_adapters::sim::openai::{OpenAiSim, SimProfile};
 use halo_core::{
     AgentStats, DynTool, HaloAgent, ModelAdapter, ModelError, ModelRequest, ModelResponse,
@@ -50,8 +57,12 @@ use serde_json::{Value, json};
 const STEPS: usize = 40;
 /// Price of a cached input token relative to an uncached one.
 const CACHED_PRICE: f64 = 0.10;
-/// Price of a token written to the cache relative to an uncached one (Anthropic, 5-minute TTL).
-const WRITE_PRICE: f64 = 1.25;
+/// Anthropic: price of a token written to the cache (5-minute TTL) relative to an uncached
+/// one; the written tokens are part of the request's input.
+const ANTHROPIC_WRITE_PRICE: f64 = 1.25;
+/// Gemini: price of a token of a created `cachedContents` object (billed like input, in a
+/// separate call: the request then reads it as cached). Storage per token-hour is left out.
+const GEMINI_WRITE_PRICE: f64 = 1.0;
 /// Largest tool output, in bytes.
 const MAX_OUTPUT_BYTES: usize = 8_000;
 /// The task the session answers.
@@ -90,16 +101,23 @@ enum Provider {
     OpenAi,
     DeepSeek,
     Anthropic,
+    Gemini,
 }
 
 impl Provider {
-    const ALL: [Provider; 3] = [Provider::OpenAi, Provider::DeepSeek, Provider::Anthropic];
+    const ALL: [Provider; 4] = [
+        Provider::OpenAi,
+        Provider::DeepSeek,
+        Provider::Anthropic,
+        Provider::Gemini,
+    ];
 
     fn name(self) -> &'static str {
         match self {
             Provider::OpenAi => "openai",
             Provider::DeepSeek => "deepseek",
             Provider::Anthropic => "anthropic",
+            Provider::Gemini => "gemini",
         }
     }
 
@@ -128,7 +146,7 @@ impl Provider {
                 let stats = session.run(model, baseline).await?;
                 let records = sim.records();
                 let max = records.iter().map(|r| r.seen_prefix_tokens).sum();
-                Ok(Figures::new(stats, Some(max)))
+                Ok(Figures::new(self, stats, Some(max)))
             }
             Provider::Anthropic => {
                 let sim = AnthropicSim::start()
@@ -144,7 +162,29 @@ impl Provider {
                 let stats = session.run(model, baseline).await?;
                 let records = sim.records();
                 let max = records.iter().map(|r| r.seen_prefix_tokens).sum();
-                Ok(Figures::new(stats, Some(max)))
+                Ok(Figures::new(self, stats, Some(max)))
+            }
+            Provider::Gemini => {
+                let sim = GeminiSim::start()
+                    .await
+                    .context("cannot start the simulator")?;
+                sim.set_reply_script(session.script());
+                let model = GeminiAdapter::builder()
+                    .model("gemini-2.5-flash")
+                    .api_key("bench-key")
+                    .base_url(sim.base_url())
+                    .clock(sim.clock())
+                    .max_retries(0)
+                    .build()
+                    .context("cannot build the adapter")?;
+                let stats = session.run(model, baseline).await?;
+                let max = sim
+                    .generate_records()
+                    .iter()
+                    .filter_map(|r| r.usage)
+                    .map(|u| u.seen_prefix_tokens)
+                    .sum();
+                Ok(Figures::new(self, stats, Some(max)))
             }
         }
     }
@@ -153,6 +193,7 @@ impl Provider {
 /// What one run measured.
 #[derive(Debug, Clone, Copy)]
 struct Figures {
+    provider: Provider,
     requests: u64,
     input: u64,
     cached: u64,
@@ -163,8 +204,9 @@ struct Figures {
 }
 
 impl Figures {
-    fn new(stats: AgentStats, max: Option<u64>) -> Self {
+    fn new(provider: Provider, stats: AgentStats, max: Option<u64>) -> Self {
         Figures {
+            provider,
             requests: stats.steps,
             input: stats.input_tokens,
             cached: stats.cache_read_tokens,
@@ -174,10 +216,27 @@ impl Figures {
         }
     }
 
-    /// Input cost in uncached-token equivalents.
+    /// Input cost in uncached-token equivalents: cached tokens at [`CACHED_PRICE`], written
+    /// ones at the provider's write price.
     fn cost(&self) -> f64 {
-        let uncached = self.input.saturating_sub(self.cached + self.written);
-        uncached as f64 + self.cached as f64 * CACHED_PRICE + self.written as f64 * WRITE_PRICE
+        let cached = self.cached as f64 * CACHED_PRICE;
+        let written = self.written as f64;
+        match self.provider {
+            // Anthropic's normalized input holds the writes: take them out of the full-price part.
+            Provider::Anthropic => {
+                let uncached = self.input.saturating_sub(self.cached + self.written);
+                uncached as f64 + cached + written * ANTHROPIC_WRITE_PRICE
+            }
+            // Gemini's writes are a separate create call; the request reads them as cached.
+            Provider::Gemini => {
+                (self.input - self.cached.min(self.input)) as f64
+                    + cached
+                    + written * GEMINI_WRITE_PRICE
+            }
+            Provider::OpenAi | Provider::DeepSeek => {
+                (self.input - self.cached.min(self.input)) as f64 + cached
+            }
+        }
     }
 
     fn hit(&self) -> f64 {
@@ -682,10 +741,16 @@ fn table(session: &Session, rows: &[(Provider, Figures, Figures)]) -> String {
             format!("{:.2}", base.cost() / halo.cost()),
         );
         if halo.written > 0 || base.written > 0 {
+            let how = match provider {
+                Provider::Gemini => format!(
+                    "cachedContents created, a separate call at {:.0}%",
+                    GEMINI_WRITE_PRICE * 100.0
+                ),
+                _ => format!("part of input, at {:.0}%", ANTHROPIC_WRITE_PRICE * 100.0),
+            };
             notes.push(format!(
-                "{}: written to the cache (in input, priced at {:.0}%): halo {}, baseline {}",
+                "{}: tokens written to the cache ({how}): halo {}, baseline {}",
                 provider.name(),
-                WRITE_PRICE * 100.0,
                 group(halo.written),
                 group(base.written)
             ));
@@ -710,9 +775,9 @@ max: the theoretical maximum, every token of a request already sent in an earlie
 common token prefix, no minimum, no rounding), as a share of input; of max = cached / that maximum (halo's goal: >= 0.98;\n\
 deepseek can pass 1.0: it also caches the answers it generated). The baseline's \"of max\" is against the same maximum.\n\
 busts: calls Halo's cache ledger flagged as reading far less than expected.\n\
-cost x: the baseline's input cost over halo's, cached tokens at {:.0}% of the uncached price, written tokens at {:.0}%.",
+cost x: the baseline's input cost over halo's, cached tokens at {:.0}% of the uncached price, written tokens as noted\n\
+(Gemini's storage per token-hour left out).",
         CACHED_PRICE * 100.0,
-        WRITE_PRICE * 100.0
     );
     out
 }
