@@ -3,11 +3,12 @@
 //! - `cargo xtask ci`: every check CI runs (fmt, clippy, tests, doctests, docs, tidy).
 //! - `cargo xtask model`: fetch the default GGUF model into the cache folder; prints its path.
 //! - `cargo xtask demo "TASK" [--dir DIR]`: set up what is missing, then run the coding agent.
-//! - `cargo xtask bench <name>`: print measurements (`cache`, `local-cache`, `sse`).
+//! - `cargo xtask bench <name>`: print measurements (`cache`, `local-cache`, `sse`, `tools`).
 
 mod bench_cache;
 mod bench_local;
 mod bench_sse;
+mod bench_tools;
 mod ci;
 mod demo;
 mod interop;
@@ -23,7 +24,7 @@ commands:
   model                     fetch the default GGUF model (SmolLM2-135M-Instruct Q4_1); prints its path
   demo \"TASK\" [--dir DIR]   run the coding agent on TASK in DIR (default: a sample folder)
   interop                   check halo-stream with the `ai` npm package (node)
-  bench <name>              print a benchmark's figures; names: cache, local-cache, sse";
+  bench <name>              print a benchmark's figures; names: cache, local-cache, sse, tools";
 
 fn main() {
     if let Err(e) = real_main() {
@@ -48,6 +49,7 @@ fn real_main() -> anyhow::Result<()> {
             Some("cache") => bench_cache::run(),
             Some("local-cache") => bench_local::run(),
             Some("sse") => bench_sse::run(),
+            Some("tools") => bench_tools::run(),
             Some(name) => bail!("unknown benchmark `{name}`\n\n{USAGE}"),
             None => bail!("name a benchmark\n\n{USAGE}"),
         },
