@@ -83,8 +83,8 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         "DEEPSEEK_API_KEY",
         "OPENAI_API_KEY",
     ]
-        .iter()
-        .any(|k| std::env::var(k).is_ok_and(|v| !v.is_empty()));
+    .iter()
+    .any(|k| std::env::var(k).is_ok_and(|v| !v.is_empty()));
     let mut cmd = Command::new("cargo");
     // Not `--quiet`: the first run builds llama.cpp for minutes, and its progress shows that.
     cmd.args(["run", "-p", "coder"]);
