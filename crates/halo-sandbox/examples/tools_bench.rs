@@ -2,9 +2,9 @@
 //! queries over the same tree; run by `cargo xtask bench tools`, which generates the tree
 //! and builds this in release mode.
 //!
-//! Usage: `tools_bench TREE [RUNS]`. Each query runs once to warm the page cache, then
-//! `RUNS` times (default 5); the best time of each side is printed with the ratio
-//! tool / rg (goal: at most 1.5). Nothing is asserted.
+//! Usage: `tools_bench TREE [RUNS [FILTER]]`. Each query (or those whose name contains
+//! FILTER) runs once to warm the page cache, then `RUNS` times (default 5); the best time of
+//! each side is printed with the ratio tool / rg (goal: at most 1.5). Nothing is asserted.
 //!
 //! The tools run through the public API, as an agent calls them (`DynTool::call_json`, JSON
 //! arguments in, the bounded text result out), in this process. `rg` runs as a child
@@ -24,7 +24,6 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use halo_core::tool::DynTool;
 use halo_sandbox::ContainerSandbox;
 use serde_json::{Value, json};
 
@@ -47,8 +46,11 @@ const RG_COMMON: &[&str] = &[
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let tree = args.next().ok_or("usage: tools_bench TREE [RUNS]")?;
+    let tree = args
+        .next()
+        .ok_or("usage: tools_bench TREE [RUNS [FILTER]]")?;
     let runs: usize = args.next().map(|r| r.parse()).transpose()?.unwrap_or(5);
+    let filter = args.next().unwrap_or_default();
     let queries = [
         Query {
             name: "grep literal (rare)",
@@ -104,7 +106,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "query", "tool ms", "rg ms", "ratio"
     );
     let mut worst: f64 = 0.0;
-    for q in &queries {
+    for q in queries.iter().filter(|q| q.name.contains(&filter)) {
         let t = tool(q.tool)?;
         let (tool_time, tool_out) = best_of(runs, || {
             let t = t.clone();

@@ -17,7 +17,9 @@
 //!   request's limit; only the smallest `limit` paths are ever held in memory.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsStr;
 use std::io::{self, Read};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -41,11 +43,16 @@ pub(super) fn glob(inner: &Inner, req: &GlobRequest) -> Result<GlobOutput, Sandb
     let matcher = compile_glob(&req.pattern)?;
     let start = start_folder(inner, &req.base)?;
     let found = Mutex::new(Smallest::new(req.limit));
-    walk(inner, &start, req.include_ignored, |rel, _real| {
-        if matcher.is_match(rel)
-            && let Some(path) = join(&req.base, rel)
-        {
-            lock(&found).insert(path, ());
+    walk(inner, &start, req.include_ignored, || {
+        // Each worker keeps its own smallest paths and merges them when it ends.
+        let mut local = Merge::new(&found, Smallest::new(req.limit), Smallest::merge);
+        let matcher = &matcher;
+        move |rel: &Path, _real: &Path| {
+            if matcher.is_match(rel)
+                && let Some(path) = join(&req.base, rel)
+            {
+                local.get().insert(path, ());
+            }
         }
     });
     let found = found.into_inner().unwrap_or_else(PoisonError::into_inner);
@@ -101,30 +108,34 @@ pub(super) fn grep(inner: &Inner, req: &GrepRequest) -> Result<GrepOutput, Sandb
         }
         FileKind::Dir => {
             let start = start_folder(inner, &req.base)?;
-            let searchers = Mutex::new(Vec::new());
-            walk(inner, &start, req.include_ignored, |rel, real| {
-                if let Some((glob, with_slash)) = &filter {
-                    let subject = if *with_slash {
-                        Some(rel)
-                    } else {
-                        rel.file_name().map(Path::new)
-                    };
-                    if !subject.is_some_and(|s| glob.is_match(s)) {
-                        return;
+            walk(inner, &start, req.include_ignored, || {
+                // Each worker has its own searcher (it holds buffers) and its own first
+                // matches, merged when it ends.
+                let mut searcher = searcher();
+                let mut local = Merge::new(&found, Matches::new(req.limit), Matches::merge);
+                let (filter, matcher) = (&filter, &matcher);
+                move |rel: &Path, real: &Path| {
+                    if let Some((glob, with_slash)) = filter {
+                        let subject = if *with_slash {
+                            Some(rel)
+                        } else {
+                            rel.file_name().map(Path::new)
+                        };
+                        if !subject.is_some_and(|s| glob.is_match(s)) {
+                            return;
+                        }
                     }
-                }
-                let Some(path) = join(&req.base, rel) else {
-                    return;
-                };
-                let Ok(shown) = SandboxPath::parse(&path) else {
-                    return;
-                };
-                // One searcher per call at a time (they hold buffers), reused.
-                let mut s = lock(&searchers).pop().unwrap_or_else(searcher);
-                let lines = search_file(&inner.dir, real, &shown, &matcher, &mut s, req.limit);
-                lock(&searchers).push(s);
-                if !lines.is_empty() {
-                    lock(&found).insert(path, lines);
+                    let Some(path) = join(&req.base, rel) else {
+                        return;
+                    };
+                    let Ok(shown) = SandboxPath::parse(&path) else {
+                        return;
+                    };
+                    let lines =
+                        search_file(&inner.dir, real, &shown, matcher, &mut searcher, req.limit);
+                    if !lines.is_empty() {
+                        local.get().insert(path, lines);
+                    }
                 }
             });
         }
@@ -204,11 +215,13 @@ fn join(base: &SandboxPath, rel: &Path) -> Option<String> {
     Some(out)
 }
 
-/// Walks the regular files under `start` (real, relative to the root) in parallel and calls
-/// `visit(path relative to start, path relative to the root)` for each one not ignored.
-fn walk<F>(inner: &Inner, start: &Path, include_ignored: bool, visit: F)
+/// Walks the regular files under `start` (real, relative to the root) with ripgrep's
+/// parallel walker. Each worker thread gets its own visitor from `make` and calls it with
+/// (path relative to `start`, path relative to the root) for each file not ignored.
+fn walk<M, V>(inner: &Inner, start: &Path, include_ignored: bool, make: M)
 where
-    F: Fn(&Path, &Path) + Sync,
+    M: Fn() -> V + Sync,
+    V: FnMut(&Path, &Path) + Send,
 {
     let ambient_start = inner.root.join(start);
     let mut builder = WalkBuilder::new(&ambient_start);
@@ -216,33 +229,34 @@ where
         .standard_filters(false)
         .hidden(!include_ignored)
         .follow_links(false);
-    if !include_ignored {
-        let ignores = Arc::new(Ignores {
-            dir: Arc::clone(&inner.dir),
-            root: inner.root.clone(),
-            cache: Mutex::new(HashMap::new()),
-        });
-        builder.filter_entry(move |entry| {
-            let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
-            !ignores.is_ignored(entry.path(), is_dir)
-        });
-    }
     builder.build_parallel().run(|| {
-        let visit = &visit;
+        let mut visit = make();
+        // Each worker reads the `.gitignore` files it needs once (no lock on this path).
+        let mut ignores = (!include_ignored).then(|| Ignores::new(inner));
         let ambient_start = &ambient_start;
         let root = &inner.root;
         Box::new(move |entry| {
             let Ok(entry) = entry else {
                 return WalkState::Continue;
             };
-            // Regular files only: links are not followed, FIFOs could block.
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
+            let Some(file_type) = entry.file_type() else {
                 return WalkState::Continue;
+            };
+            // The start folder itself is never ignored; below it, an ignored folder is not
+            // entered.
+            if entry.depth() > 0
+                && let Some(ignores) = &mut ignores
+                && ignores.is_ignored(entry.path(), file_type.is_dir())
+            {
+                return WalkState::Skip;
             }
-            if let (Ok(rel), Ok(real)) = (
-                entry.path().strip_prefix(ambient_start),
-                entry.path().strip_prefix(root),
-            ) {
+            // Regular files only: links are not followed, FIFOs could block.
+            if file_type.is_file()
+                && let (Some(rel), Some(real)) = (
+                    strip_dir(entry.path(), ambient_start),
+                    strip_dir(entry.path(), root),
+                )
+            {
                 visit(rel, real);
             }
             WalkState::Continue
@@ -250,25 +264,89 @@ where
     });
 }
 
-/// The `.gitignore` rules of the folders walked, read through cap-std once per folder.
-struct Ignores {
-    dir: Arc<Dir>,
-    /// The ambient root (the walker's paths start with it).
-    root: PathBuf,
-    /// Per folder relative to the root: its rules, if it has a `.gitignore`.
-    cache: Mutex<HashMap<PathBuf, Option<Arc<Gitignore>>>>,
+/// `path` without the leading folder `dir` (compared as bytes: the walker builds its paths
+/// by appending to the start folder, so `Path::strip_prefix`'s component parsing, costly on
+/// every entry, is not needed).
+fn strip_dir<'p>(path: &'p Path, dir: &Path) -> Option<&'p Path> {
+    let dir = dir.as_os_str().as_bytes();
+    let rest = path.as_os_str().as_bytes().strip_prefix(dir)?;
+    let rest = match rest {
+        [b'/', tail @ ..] => tail,
+        [] => rest,
+        _ if dir.ends_with(b"/") => rest,
+        _ => return None,
+    };
+    Some(Path::new(OsStr::from_bytes(rest)))
 }
 
-impl Ignores {
+/// The folder part of a relative path's bytes (`a/b` of `a/b/c`, empty for `c`).
+fn parent_bytes(rel: &[u8]) -> Option<&[u8]> {
+    if rel.is_empty() {
+        return None;
+    }
+    Some(match rel.iter().rposition(|&b| b == b'/') {
+        Some(i) => &rel[..i],
+        None => &[],
+    })
+}
+
+/// A worker's own results, merged into the shared ones when the worker ends (when the
+/// walker drops its visitor).
+struct Merge<'a, T: Default> {
+    local: T,
+    shared: &'a Mutex<T>,
+    merge: fn(&mut T, T),
+}
+
+impl<'a, T: Default> Merge<'a, T> {
+    fn new(shared: &'a Mutex<T>, local: T, merge: fn(&mut T, T)) -> Self {
+        Merge {
+            local,
+            shared,
+            merge,
+        }
+    }
+
+    fn get(&mut self) -> &mut T {
+        &mut self.local
+    }
+}
+
+impl<T: Default> Drop for Merge<'_, T> {
+    fn drop(&mut self) {
+        let local = std::mem::take(&mut self.local);
+        (self.merge)(&mut lock(self.shared), local);
+    }
+}
+
+/// The `.gitignore` rules of the folders one worker walked, read through cap-std once per
+/// folder.
+struct Ignores<'a> {
+    dir: &'a Dir,
+    /// The ambient root (the walker's paths start with it).
+    root: &'a Path,
+    /// Per folder relative to the root (as bytes): the rules that apply in it, deepest
+    /// folder first.
+    chains: HashMap<Vec<u8>, Arc<[Arc<Gitignore>]>>,
+}
+
+impl<'a> Ignores<'a> {
+    fn new(inner: &'a Inner) -> Self {
+        Ignores {
+            dir: &inner.dir,
+            root: &inner.root,
+            chains: HashMap::new(),
+        }
+    }
+
     /// Whether the deepest `.gitignore` with a rule about `path` (ambient) ignores it.
-    fn is_ignored(&self, path: &Path, is_dir: bool) -> bool {
-        let Ok(rel) = path.strip_prefix(&self.root) else {
+    fn is_ignored(&mut self, path: &Path, is_dir: bool) -> bool {
+        let Some(folder) =
+            strip_dir(path, self.root).and_then(|rel| parent_bytes(rel.as_os_str().as_bytes()))
+        else {
             return false;
         };
-        for folder in rel.ancestors().skip(1) {
-            let Some(rules) = self.rules(folder) else {
-                continue;
-            };
+        for rules in self.chain(folder).iter() {
             let m = rules.matched(path, is_dir);
             if m.is_ignore() {
                 return true;
@@ -280,18 +358,27 @@ impl Ignores {
         false
     }
 
-    fn rules(&self, folder: &Path) -> Option<Arc<Gitignore>> {
-        if let Some(hit) = lock(&self.cache).get(folder) {
-            return hit.clone();
+    /// The rules that apply in `folder` (relative to the root), deepest first.
+    fn chain(&mut self, folder: &[u8]) -> Arc<[Arc<Gitignore>]> {
+        if let Some(chain) = self.chains.get(folder) {
+            return Arc::clone(chain);
         }
-        let rules = self.load(folder).map(Arc::new);
-        lock(&self.cache).insert(folder.to_path_buf(), rules.clone());
-        rules
+        let mut chain: Vec<Arc<Gitignore>> = self
+            .load(Path::new(OsStr::from_bytes(folder)))
+            .map(Arc::new)
+            .into_iter()
+            .collect();
+        if let Some(parent) = parent_bytes(folder) {
+            chain.extend(self.chain(parent).iter().cloned());
+        }
+        let chain: Arc<[Arc<Gitignore>]> = chain.into();
+        self.chains.insert(folder.to_vec(), Arc::clone(&chain));
+        chain
     }
 
     /// `folder/.gitignore`, opened beneath the root (a link out of it is not read).
     fn load(&self, folder: &Path) -> Option<Gitignore> {
-        let file = open_nonblocking(&self.dir, &folder.join(".gitignore")).ok()?;
+        let file = open_nonblocking(self.dir, &folder.join(".gitignore")).ok()?;
         let meta = file.metadata().ok()?;
         if !meta.is_file() || meta.len() > MAX_GITIGNORE_BYTES {
             return None;
@@ -312,6 +399,7 @@ impl Ignores {
 }
 
 /// The smallest `limit` keys inserted, in order, and whether more were inserted.
+#[derive(Default)]
 struct Smallest<V> {
     kept: BTreeMap<String, V>,
     limit: usize,
@@ -339,6 +427,13 @@ impl<V> Smallest<V> {
         self.dropped
     }
 
+    fn merge(&mut self, other: Self) {
+        self.dropped |= other.dropped;
+        for (key, value) in other.kept {
+            self.insert(key, value);
+        }
+    }
+
     fn into_keys(self) -> impl Iterator<Item = String> {
         self.kept.into_keys()
     }
@@ -358,6 +453,7 @@ impl FileLines {
 
 /// Matching lines per file, holding only the files with the first `limit` matching lines
 /// in path order (and one file more while deciding).
+#[derive(Default)]
 struct Matches {
     files: BTreeMap<String, FileLines>,
     kept_matches: usize,
@@ -372,6 +468,14 @@ impl Matches {
             kept_matches: 0,
             total_matches: 0,
             limit,
+        }
+    }
+
+    fn merge(&mut self, other: Self) {
+        // The other's total counts files it dropped too.
+        self.total_matches += other.total_matches - other.kept_matches;
+        for (path, lines) in other.files {
+            self.insert(path, lines);
         }
     }
 
