@@ -355,3 +355,21 @@ mod protected {
         assert!(matches!(err, SandboxError::NotFound { .. }), "{err}");
     }
 }
+
+// Documented limitation: cap-std treats every absolute link target as leading out of the
+// root, even one that names a file inside it. Relative links inside work.
+#[tokio::test]
+async fn absolute_link_targets_are_refused_even_inside_the_root() {
+    let f = Fixture::new();
+    f.file("real.txt", "inside\n");
+    f.symlink(f.sandbox.root().join("real.txt"), "absolute");
+    f.symlink("real.txt", "relative");
+    assert_eq!(
+        f.failed("read", json!({"path": "absolute"})).await,
+        outside_message("absolute")
+    );
+    assert_eq!(
+        f.ok("read", json!({"path": "relative"})).await,
+        "     1\tinside"
+    );
+}
