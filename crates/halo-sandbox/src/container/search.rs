@@ -504,7 +504,7 @@ impl Matches {
                 if matches == self.limit {
                     let trailing = line.is_context
                         && last_match.as_ref().is_some_and(|(path, number)| {
-                            *path == line.path && line.line_number <= number + context as u64
+                            *path == line.path && line.line_number <= number.saturating_add(context as u64)
                         });
                     if !trailing {
                         break 'files;
