@@ -4,14 +4,16 @@
 use halo_adapters::openai::OpenAiCompatible;
 use halo_core::HaloAgent;
 use halo_sandbox::ContainerSandbox;
+use halo_sandbox::policy::CommandDenylist;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let model = OpenAiCompatible::deepseek_from_env()?; // DEEPSEEK_API_KEY
-    let sandbox = ContainerSandbox::new("./my-project")?; // read, write, ls, glob, grep, bash
+    let sandbox = ContainerSandbox::new("./my-project")?; // read, write, edit, ls, glob, grep, bash
     let mut agent = HaloAgent::builder(model)
         .system("You are a careful coding agent. Use the tools; answer briefly.")
         .tools(sandbox.tools())?
+        .hook(CommandDenylist::new()) // refuses `rm -rf /`, `mkfs`, `curl … | sh`, …
         .max_steps(30)
         .build();
 
