@@ -303,8 +303,8 @@ const MAX_LINK_FOLLOWS: usize = 40;
 /// Linux's "too many levels of symbolic links".
 const ELOOP: i32 = 40;
 
-/// A relative path with only normal components (cap-std gives `.` for the root).
-fn normal(path: &Path) -> PathBuf {
+/// A relative path with only normal components (cap-std gives `.` or `` for the root).
+pub(crate) fn normal(path: &Path) -> PathBuf {
     path.components()
         .filter(|c| matches!(c, Component::Normal(_)))
         .collect()
@@ -460,16 +460,27 @@ impl Inner {
         Ok(())
     }
 
-    fn list(&self, path: &SandboxPath) -> Result<Vec<DirEntry>, SandboxError> {
+    /// Refuses `path` for operation `op` unless it leads (links followed beneath the root)
+    /// to a folder.
+    pub(crate) fn check_dir(
+        &self,
+        path: &SandboxPath,
+        op: &'static str,
+    ) -> Result<(), SandboxError> {
         let meta = self
             .dir
             .metadata(cap(path))
-            .map_err(|e| io_error(path, "list", e))?;
+            .map_err(|e| io_error(path, op, e))?;
         if !meta.is_dir() {
             return Err(SandboxError::NotDirectory {
                 path: path.display().into(),
             });
         }
+        Ok(())
+    }
+
+    fn list(&self, path: &SandboxPath) -> Result<Vec<DirEntry>, SandboxError> {
+        self.check_dir(path, "list")?;
         let entries = self
             .dir
             .read_dir(cap(path))

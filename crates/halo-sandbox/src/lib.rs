@@ -67,6 +67,7 @@
 mod container;
 mod memory;
 pub mod policy;
+mod search;
 mod text;
 mod tools;
 

@@ -16,35 +16,31 @@
 //! - `create_dir_all` as `std` and cap-std write it (deepest folder first).
 //!
 //! `glob` and `grep` walk the tree as the container's walker walks a folder (links never
-//! followed, regular files only, hidden names and `.gitignore` rules skipped unless asked),
-//! compile patterns with the same `globset` and `grep-regex` options, search with
-//! `grep-searcher` through the reader path a file takes, and sort and cap results the same
-//! way, so both give the same lines in the same order.
+//! followed, regular files only, hidden names and `.gitignore` rules skipped unless asked);
+//! the patterns, `.gitignore` rules, searcher and result collectors are the container's own
+//! ([`crate::search`]), and a file's bytes are searched through the reader path a real file
+//! takes, so both give the same lines in the same order.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use globset::{GlobBuilder, GlobMatcher};
-use grep_regex::{RegexMatcher, RegexMatcherBuilder};
-use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use halo_core::DynTool;
 use halo_core::sandbox::{
-    Capabilities, DirEntry, ExecOutput, ExecRequest, FileKind, GlobOutput, GlobRequest, GrepLine,
-    GrepOutput, GrepRequest, Metadata, Sandbox, SandboxError, SandboxPath,
+    Capabilities, DirEntry, ExecOutput, ExecRequest, FileKind, GlobOutput, GlobRequest, GrepOutput,
+    GrepRequest, Metadata, Sandbox, SandboxError, SandboxPath,
 };
-use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use ignore::gitignore::Gitignore;
 
-use crate::text::strip_eol;
+use crate::search::{
+    GrepQuery, MAX_GITIGNORE_BYTES, Smallest, compile_glob, gitignore_rules, is_ignored, join,
+};
 use crate::tools::{self, ToolOptions};
 
 /// The most symbolic links one path resolution follows before failing with "too many
 /// levels of symbolic links", as Linux does (`MAXSYMLINKS`, 40).
 pub const MAX_SYMLINK_FOLLOWS: usize = 40;
-
-/// The largest `.gitignore` file whose rules apply, in bytes: 1 MiB, as in the container.
-const MAX_GITIGNORE_BYTES: usize = 1024 * 1024;
 
 /// An in-memory sandbox: files (bytes), folders and symbolic links under a root, with no
 /// IO and no processes ([`Capabilities::FILES_ONLY`]; [`exec`](Sandbox::exec) fails with
@@ -373,73 +369,42 @@ impl Sandbox for VirtualSandbox {
         let mut found = Smallest::new(request.limit);
         walk(&tree, &start, request.include_ignored, &mut |rel, _| {
             if matcher.is_match(rel) {
-                found.insert(join(request.base.as_str(), rel));
+                found.insert(join(request.base.as_str(), rel), ());
             }
         });
-        Ok(GlobOutput {
-            truncated: found.dropped,
-            paths: found
-                .kept
-                .iter()
-                .filter_map(|p| SandboxPath::parse(p).ok())
-                .collect(),
-        })
+        Ok(found.into_glob_output())
     }
 
     async fn grep(&self, request: GrepRequest) -> Result<GrepOutput, SandboxError> {
-        let matcher = RegexMatcherBuilder::new()
-            .case_insensitive(request.ignore_case)
-            .line_terminator(Some(b'\n'))
-            .build(&request.pattern)
-            .map_err(|e| SandboxError::InvalidPattern {
-                kind: "regex",
-                pattern: request.pattern.clone(),
-                message: e.to_string(),
-            })?;
-        let filter = match &request.glob {
-            Some(g) => Some((compile_glob(g)?, g.contains('/'))),
-            None => None,
-        };
-        let mut searcher = SearcherBuilder::new()
-            .line_number(true)
-            .binary_detection(BinaryDetection::quit(0))
-            .before_context(request.context)
-            .after_context(request.context)
-            .build();
+        let query = GrepQuery::new(&request)?;
+        let mut searcher = query.searcher();
         let tree = self.read_tree();
         let start = tree.stat(&request.base, "search")?;
-        let mut found = Matches::new(request.limit);
+        let mut found = query.matches();
         match tree.node(&start) {
             // A file named explicitly is searched even when hidden or ignored.
             Some(Node::File(bytes)) => {
-                let lines = search(&mut searcher, &matcher, &request.base, bytes, request.limit);
+                let lines = query.search_bytes(&mut searcher, &request.base, bytes);
                 found.insert(request.base.as_str().to_string(), lines);
             }
             Some(Node::Dir(_)) => {
                 walk(&tree, &start, request.include_ignored, &mut |rel, bytes| {
-                    if let Some((glob, with_slash)) = &filter {
-                        let subject = if *with_slash {
-                            rel
-                        } else {
-                            rel.rsplit('/').next().unwrap_or(rel)
-                        };
-                        if !glob.is_match(subject) {
-                            return;
-                        }
+                    if !query.wants(Path::new(rel)) {
+                        return;
                     }
                     let path = join(request.base.as_str(), rel);
                     let Ok(shown) = SandboxPath::parse(&path) else {
                         return;
                     };
-                    let lines = search(&mut searcher, &matcher, &shown, bytes, request.limit);
-                    if lines.matches > 0 {
+                    let lines = query.search_bytes(&mut searcher, &shown, bytes);
+                    if !lines.is_empty() {
                         found.insert(path, lines);
                     }
                 });
             }
             _ => return Err(Errno::NoEnt.at("search", &request.base)),
         }
-        Ok(found.finish(request.context))
+        Ok(found.finish())
     }
 
     async fn exec(&self, _request: ExecRequest) -> Result<ExecOutput, SandboxError> {
@@ -448,28 +413,6 @@ impl Sandbox for VirtualSandbox {
             sandbox: "virtual",
         })
     }
-}
-
-/// Compiles a glob whose `*` does not cross `/` (`**` does), refusing absolute patterns
-/// and `..` segments, which could never match a path under the search folder.
-fn compile_glob(pattern: &str) -> Result<GlobMatcher, SandboxError> {
-    let climbs = pattern
-        .split(['/', '{', '}', ','])
-        .any(|segment| segment == "..");
-    if pattern.starts_with('/') || climbs {
-        return Err(SandboxError::OutsideRoot {
-            path: pattern.to_string(),
-        });
-    }
-    GlobBuilder::new(pattern)
-        .literal_separator(true)
-        .build()
-        .map(|g| g.compile_matcher())
-        .map_err(|e| SandboxError::InvalidPattern {
-            kind: "glob",
-            pattern: pattern.to_string(),
-            message: e.kind().to_string(),
-        })
 }
 
 /// One node of the tree.
@@ -763,7 +706,7 @@ impl Tree {
             return None;
         };
         match self.node(&at) {
-            Some(Node::File(bytes)) if bytes.len() <= MAX_GITIGNORE_BYTES => {
+            Some(Node::File(bytes)) if bytes.len() as u64 <= MAX_GITIGNORE_BYTES => {
                 std::str::from_utf8(bytes).ok()
             }
             _ => None,
@@ -773,15 +716,7 @@ impl Tree {
     /// The rules of the `.gitignore` in the folder at `at` (resolved); `None` when it has
     /// none.
     fn ignore_rules(&self, at: &[String]) -> Option<Gitignore> {
-        let text = self.gitignore_text(at)?;
-        // git and ripgrep skip a byte-order mark an editor may have written.
-        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let mut builder = GitignoreBuilder::new(rooted(at));
-        for line in text.lines() {
-            // A bad line is skipped, as git does.
-            let _ = builder.add_line(None, line);
-        }
-        builder.build().ok().filter(|g| !g.is_empty())
+        gitignore_rules(rooted(at), self.gitignore_text(at)?)
     }
 }
 
@@ -791,15 +726,6 @@ fn rooted(at: &[String]) -> PathBuf {
     let mut p = PathBuf::from("/");
     p.extend(at);
     p
-}
-
-/// `a/b` from two relative paths, either of which may be empty.
-fn join(a: &str, b: &str) -> String {
-    match (a.is_empty(), b.is_empty()) {
-        (true, _) => b.to_string(),
-        (_, true) => a.to_string(),
-        _ => format!("{a}/{b}"),
-    }
 }
 
 /// Calls `visit(path relative to start, content)` for every regular file under the folder
@@ -855,165 +781,7 @@ fn walk_dir(
 
 /// Whether the deepest folder's rule that matches `at` ignores it.
 fn ignored(rules: &[Option<Gitignore>], at: &[String], is_dir: bool) -> bool {
-    let path = rooted(at);
-    rules
-        .iter()
-        .rev()
-        .flatten()
-        .map(|gi| gi.matched(&path, is_dir))
-        .find(|m| !m.is_none())
-        .is_some_and(|m| m.is_ignore())
-}
-
-/// The smallest `limit` paths inserted, in byte order, and whether more were inserted.
-struct Smallest {
-    kept: std::collections::BTreeSet<String>,
-    limit: usize,
-    dropped: bool,
-}
-
-impl Smallest {
-    fn new(limit: usize) -> Self {
-        Smallest {
-            kept: Default::default(),
-            limit,
-            dropped: false,
-        }
-    }
-
-    fn insert(&mut self, path: String) {
-        self.kept.insert(path);
-        if self.kept.len() > self.limit {
-            self.kept.pop_last();
-            self.dropped = true;
-        }
-    }
-}
-
-/// The lines of one file's search.
-struct FileLines {
-    lines: Vec<GrepLine>,
-    matches: usize,
-}
-
-/// Matching lines per file, holding only the files with the first `limit` matching lines
-/// in path order (and one file more while deciding).
-struct Matches {
-    files: BTreeMap<String, FileLines>,
-    kept_matches: usize,
-    total_matches: usize,
-    limit: usize,
-}
-
-impl Matches {
-    fn new(limit: usize) -> Self {
-        Matches {
-            files: BTreeMap::new(),
-            kept_matches: 0,
-            total_matches: 0,
-            limit,
-        }
-    }
-
-    fn insert(&mut self, path: String, lines: FileLines) {
-        self.total_matches += lines.matches;
-        self.kept_matches += lines.matches;
-        self.files.insert(path, lines);
-        // Drop the last file while the others hold the limit without it.
-        while let Some((_, last)) = self.files.last_key_value() {
-            if self.kept_matches - last.matches < self.limit {
-                break;
-            }
-            self.kept_matches -= last.matches;
-            self.files.pop_last();
-        }
-    }
-
-    /// The lines in path then line order, cut after the `limit`-th matching line and the
-    /// context lines that follow it.
-    fn finish(self, context: usize) -> GrepOutput {
-        let mut out = Vec::new();
-        let mut matches = 0usize;
-        let mut last_match: Option<(SandboxPath, u64)> = None;
-        'files: for (_, file) in self.files {
-            for line in file.lines {
-                if matches == self.limit {
-                    let trailing = line.is_context
-                        && last_match.as_ref().is_some_and(|(path, number)| {
-                            *path == line.path
-                                && line.line_number <= number.saturating_add(context as u64)
-                        });
-                    if !trailing {
-                        break 'files;
-                    }
-                }
-                if !line.is_context {
-                    matches += 1;
-                    last_match = Some((line.path.clone(), line.line_number));
-                }
-                out.push(line);
-            }
-        }
-        GrepOutput {
-            lines: out,
-            truncated: self.total_matches > self.limit,
-        }
-    }
-}
-
-/// Searches one file's bytes for at most `limit + 1` matching lines. It goes through
-/// `search_reader`, the path `search_file` takes for a real file, so binary detection
-/// (stop at the first buffer that holds a NUL byte) behaves as on disk.
-fn search(
-    searcher: &mut Searcher,
-    matcher: &RegexMatcher,
-    shown: &SandboxPath,
-    bytes: &[u8],
-    limit: usize,
-) -> FileLines {
-    let mut sink = FileSink {
-        path: shown,
-        lines: FileLines {
-            lines: Vec::new(),
-            matches: 0,
-        },
-        stop_after: limit.saturating_add(1),
-    };
-    // The sink never fails and a slice cannot fail to read.
-    let _ = searcher.search_reader(matcher, bytes, &mut sink);
-    sink.lines
-}
-
-struct FileSink<'a> {
-    path: &'a SandboxPath,
-    lines: FileLines,
-    stop_after: usize,
-}
-
-impl FileSink<'_> {
-    fn push(&mut self, number: Option<u64>, bytes: &[u8], is_context: bool) {
-        self.lines.lines.push(GrepLine {
-            path: self.path.clone(),
-            line_number: number.unwrap_or(0),
-            text: String::from_utf8_lossy(strip_eol(bytes)).into_owned(),
-            is_context,
-        });
-    }
-}
-
-impl Sink for FileSink<'_> {
-    type Error = io::Error;
-
-    fn matched(&mut self, _: &Searcher, m: &SinkMatch<'_>) -> Result<bool, io::Error> {
-        self.push(m.line_number(), m.bytes(), false);
-        self.lines.matches += 1;
-        Ok(self.lines.matches < self.stop_after)
-    }
-
-    fn context(&mut self, _: &Searcher, c: &SinkContext<'_>) -> Result<bool, io::Error> {
-        self.push(c.line_number(), c.bytes(), true);
-        Ok(true)
-    }
+    is_ignored(rules.iter().rev().flatten(), &rooted(at), is_dir)
 }
 
 #[cfg(test)]

@@ -4,12 +4,13 @@
 
 use std::sync::Arc;
 
-use halo_core::sandbox::{GlobRequest, SandboxError};
+use halo_core::sandbox::GlobRequest;
 use halo_core::{Tool, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{Ctx, MAX_RESULTS, failed, parse_path};
+use crate::search::check_pattern;
 use crate::text::Lines;
 
 // Arguments of `glob` (no doc comment: it would enter the schema the model reads).
@@ -93,18 +94,4 @@ impl Tool for GlobTool {
         };
         Ok(ToolOutput::text(out.finish(note)))
     }
-}
-
-/// Refuses a pattern that is absolute or has a `..` segment: it could never match a path
-/// under the search folder, and the model should hear why.
-pub(super) fn check_pattern(pattern: &str) -> Result<(), SandboxError> {
-    let climbs = pattern
-        .split(['/', '{', '}', ','])
-        .any(|segment| segment == "..");
-    if pattern.starts_with('/') || climbs {
-        return Err(SandboxError::OutsideRoot {
-            path: pattern.to_string(),
-        });
-    }
-    Ok(())
 }

@@ -10,8 +10,8 @@ use halo_core::{Tool, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::glob::check_pattern;
 use super::{Ctx, MAX_GREP_CONTEXT, MAX_RESULTS, failed, parse_path};
+use crate::search::check_pattern;
 use crate::text::{Lines, cut_line};
 
 // Arguments of `grep` (no doc comment: it would enter the schema the model reads).
