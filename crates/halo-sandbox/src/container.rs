@@ -60,7 +60,10 @@ pub const DEFAULT_ENV_ALLOWLIST: &[&str] = &[
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let dir = tempfile::tempdir().unwrap();
-/// let sandbox = ContainerSandbox::new(dir.path()).unwrap().with_protected_paths([".git"]);
+/// let sandbox = ContainerSandbox::new(dir.path())
+///     .unwrap()
+///     .with_protected_paths([".git"])
+///     .unwrap();
 /// let path = |s: &str| SandboxPath::parse(s).unwrap();
 ///
 /// sandbox.write(&path("src/a.txt"), b"hi".to_vec()).await.unwrap();
@@ -138,19 +141,25 @@ impl ContainerSandbox {
     /// Makes paths read-only inside the writable root, e.g. `[".git"]`: writes and removals
     /// at or under them (or removals of a folder that holds one) fail with
     /// [`SandboxError::ReadOnly`], also when reached through a symbolic link inside the root.
-    /// `""` protects the whole root. Paths that do not parse as [`SandboxPath`]s are
-    /// ignored.
-    pub fn with_protected_paths<I, S>(mut self, paths: I) -> Self
+    /// Each path is relative to the root and parsed as a [`SandboxPath`] (`a/./b` is
+    /// `a/b`); `""` protects the whole root. Replaces earlier protected paths.
+    ///
+    /// # Errors
+    /// What [`SandboxPath::parse`] refuses, for the first path that does not parse:
+    /// [`SandboxError::OutsideRoot`] for an absolute path (`/.git`: write `.git`) or one
+    /// whose `..` climbs above the root, [`SandboxError::InvalidPath`] for a NUL byte or a
+    /// path too long. Nothing is protected by halves: the sandbox is not returned.
+    pub fn with_protected_paths<I, S>(mut self, paths: I) -> Result<Self, SandboxError>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let inner = Arc::make_mut(&mut self.inner);
-        inner.protected = paths
+        let protected = paths
             .into_iter()
-            .filter_map(|p| SandboxPath::parse(p.as_ref()).ok())
-            .collect();
-        self
+            .map(|p| SandboxPath::parse(p.as_ref()))
+            .collect::<Result<_, _>>()?;
+        Arc::make_mut(&mut self.inner).protected = protected;
+        Ok(self)
     }
 
     /// Replaces the names of the environment variables commands inherit from this process.

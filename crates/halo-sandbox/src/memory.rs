@@ -63,7 +63,7 @@ pub const MAX_SYMLINK_FOLLOWS: usize = 40;
 /// let sandbox = VirtualSandbox::new()
 ///     .with_file("src/lib.rs", "pub fn answer() -> u32 { 42 }\n")?
 ///     .with_symlink("lib.rs", "src/lib.rs")?
-///     .with_protected_paths([".git"]);
+///     .with_protected_paths([".git"])?;
 /// let text = sandbox.read(&SandboxPath::parse("lib.rs")?).await?;
 /// assert_eq!(text, b"pub fn answer() -> u32 { 42 }\n");
 /// let refused = sandbox.write(&SandboxPath::parse(".git/config")?, b"x".to_vec()).await;
@@ -160,20 +160,26 @@ impl VirtualSandbox {
 
     /// Makes paths read-only, e.g. `[".git"]`: [`Sandbox::write`] and [`Sandbox::remove`]
     /// at or under them, or a removal of a folder that holds one, fail with
-    /// [`SandboxError::ReadOnly`], also when reached through a symbolic link. `""`
-    /// protects the whole root. [`Sandbox::stat`] reports them `read_only`. Replaces earlier
-    /// protected paths; paths that do not parse as [`SandboxPath`]s are ignored, as in
-    /// [`ContainerSandbox::with_protected_paths`](crate::ContainerSandbox::with_protected_paths).
-    pub fn with_protected_paths<I, S>(mut self, paths: I) -> Self
+    /// [`SandboxError::ReadOnly`], also when reached through a symbolic link. Each path is
+    /// relative to the root and parsed as a [`SandboxPath`] (`a/./b` is `a/b`); `""`
+    /// protects the whole root. [`Sandbox::stat`] reports them `read_only`. Replaces
+    /// earlier protected paths.
+    ///
+    /// # Errors
+    /// As [`ContainerSandbox::with_protected_paths`](crate::ContainerSandbox::with_protected_paths):
+    /// what [`SandboxPath::parse`] refuses ([`SandboxError::OutsideRoot`] for `/.git` or
+    /// `../x`, [`SandboxError::InvalidPath`] for a NUL byte), and the sandbox is not
+    /// returned.
+    pub fn with_protected_paths<I, S>(mut self, paths: I) -> Result<Self, SandboxError>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
         self.protected = paths
             .into_iter()
-            .filter_map(|p| SandboxPath::parse(p.as_ref()).ok())
-            .collect();
-        self
+            .map(|p| SandboxPath::parse(p.as_ref()))
+            .collect::<Result<_, _>>()?;
+        Ok(self)
     }
 
     /// The protected paths.
@@ -880,8 +886,17 @@ mod tests {
     }
 
     #[test]
-    fn protected_paths_that_do_not_parse_are_dropped() {
-        let sb = VirtualSandbox::new().with_protected_paths([".git", "../x", "a/./b"]);
-        assert_eq!(sb.protected_paths(), [p(".git"), p("a/b")]);
+    fn protected_paths_are_parsed_and_a_bad_one_is_refused() {
+        let sb = VirtualSandbox::new()
+            .with_protected_paths([".git", "a/./b", ""])
+            .unwrap();
+        assert_eq!(sb.protected_paths(), [p(".git"), p("a/b"), p("")]);
+        let refused = VirtualSandbox::new()
+            .with_protected_paths([".git", "../x"])
+            .unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "path `../x` is outside the sandbox root; use a path relative to the root"
+        );
     }
 }

@@ -206,7 +206,7 @@ mod protected {
 
     fn git_fixture(protected: &[&str]) -> Fixture {
         let protected: Vec<String> = protected.iter().map(|s| s.to_string()).collect();
-        let f = Fixture::with(move |s| s.with_protected_paths(protected));
+        let f = Fixture::with(move |s| s.with_protected_paths(protected).unwrap());
         f.file(".git/config", "[core]\n");
         f.file("src/lib.rs", "fn a() {}\n");
         f
@@ -247,7 +247,7 @@ mod protected {
 
     #[tokio::test]
     async fn removing_a_folder_that_holds_a_protected_path_is_refused() {
-        let f = Fixture::with(|s| s.with_protected_paths(["vendor/lib/.git"]));
+        let f = Fixture::with(|s| s.with_protected_paths(["vendor/lib/.git"]).unwrap());
         f.file("vendor/lib/.git/HEAD", "ref\n");
         f.file("vendor/other.txt", "x");
         let err = f.sandbox.remove(&path("vendor"), true).await.unwrap_err();
@@ -299,7 +299,7 @@ mod protected {
 
     #[tokio::test]
     async fn a_protected_path_that_is_a_link_protects_its_target() {
-        let f = Fixture::with(|s| s.with_protected_paths([".git"]));
+        let f = Fixture::with(|s| s.with_protected_paths([".git"]).unwrap());
         f.file("store/gitdir/config", "[core]\n");
         f.symlink("store/gitdir", ".git");
         assert_eq!(

@@ -66,7 +66,7 @@ fn virtual_subject(tree: &[E], protected: &[&str]) -> Subject {
         }
         .expect("virtual tree");
     }
-    let sb = sb.with_protected_paths(protected);
+    let sb = sb.with_protected_paths(protected).expect("protected paths");
     Subject {
         name: "virtual",
         sandbox: Arc::new(sb),
@@ -96,7 +96,8 @@ fn container_subject(tree: &[E], protected: &[&str]) -> Subject {
     }
     let sb = ContainerSandbox::new(&root)
         .expect("container")
-        .with_protected_paths(protected);
+        .with_protected_paths(protected)
+        .expect("protected paths");
     Subject {
         name: "container",
         sandbox: Arc::new(sb),
@@ -1602,4 +1603,53 @@ async fn a_dangling_link_into_a_protected_path_cannot_create_a_file_there() {
     assert_eq!(got.0, Err(read_only("newcfg")));
     assert_eq!(got.1, Err(read_only("hook")));
     assert_eq!(got.2, [".git/config File 7"]);
+}
+
+/// The protected paths each sandbox keeps for `paths`, or the error text of the first that
+/// does not parse.
+type Protection = Result<Vec<String>, String>;
+
+#[tokio::test]
+async fn protected_paths_that_do_not_parse_are_refused_alike() {
+    // Trigger: `with_protected_paths` used to drop such paths silently, protecting nothing.
+    let protect = |paths: &[&str]| -> [Protection; 2] {
+        let shown = |p: &[SandboxPath]| p.iter().map(|p| p.display().to_string()).collect();
+        let root = tempfile::tempdir().expect("tempdir");
+        let from_virtual = VirtualSandbox::new()
+            .with_protected_paths(paths)
+            .map(|s| shown(s.protected_paths()))
+            .map_err(|e| e.to_string());
+        let from_container = ContainerSandbox::new(root.path())
+            .expect("container")
+            .with_protected_paths(paths)
+            .map(|s| shown(s.protected_paths()))
+            .map_err(|e| e.to_string());
+        [from_virtual, from_container]
+    };
+    let alike = |paths: &[&str]| -> Protection {
+        let [v, c] = protect(paths);
+        assert_eq!(
+            v, c,
+            "virtual (left) and container (right) differ for {paths:?}"
+        );
+        v
+    };
+    let outside = |p: &str| {
+        Err(format!(
+            "path `{p}` is outside the sandbox root; use a path relative to the root"
+        ))
+    };
+    assert_eq!(
+        alike(&[".git", "a/./b/", "x/../y", ""]),
+        Ok(vec![".git".into(), "a/b".into(), "y".into(), ".".into()])
+    );
+    assert_eq!(alike(&["/.git"]), outside("/.git"));
+    assert_eq!(alike(&[".git", "../x"]), outside("../x"));
+    assert_eq!(alike(&["a/../../x", "/etc"]), outside("a/../../x"));
+    assert_eq!(
+        alike(&["a\0b"]),
+        Err("path `a\\0b` is not valid: it contains a NUL byte".into())
+    );
+    let long = "a/".repeat(3000);
+    assert!(alike(&[long.as_str()]).is_err_and(|e| e.contains("over the")));
 }

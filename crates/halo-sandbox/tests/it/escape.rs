@@ -94,7 +94,8 @@ impl Suite {
         std::fs::write(outside.join("rules"), format!("# {MARKER}\n*.rs\n")).unwrap();
         let sandbox = ContainerSandbox::new(&root)
             .unwrap()
-            .with_protected_paths([".git"]);
+            .with_protected_paths([".git"])
+            .unwrap();
         let tools = sandbox.tools();
         Suite {
             root: sandbox.root().to_path_buf(),
