@@ -4,8 +4,8 @@
 mod agent;
 mod bash;
 mod common;
-mod conformance;
 mod confinement;
+mod conformance;
 mod escape;
 mod exec_limits;
 mod files;
