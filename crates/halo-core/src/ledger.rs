@@ -220,7 +220,7 @@ fn bust_cause(gap: Duration, expected: u64, observed: u64) -> String {
         )
     } else {
         format!(
-            "the provider read {observed} of about {expected} cacheable tokens although the request repeats the previous one; the cache entry was likely evicted, or the request reached another cache (set a session id so requests are routed to the same one)"
+            "the provider read {observed} of about {expected} cacheable tokens although the request repeats the previous one; the cache entry was likely evicted, or the request reached another cache server (on OpenAI, a session id sent as prompt_cache_key keeps a session's requests on one)"
         )
     }
 }
