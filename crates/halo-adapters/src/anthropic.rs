@@ -25,6 +25,16 @@
 //! How messages map (role alternation, tool-result grouping, thinking replay) is described
 //! in the `request` module's source and on [`AnthropicAdapter::request_body`].
 //!
+//! **A trimmed history.** A bounded [`MessageLog`](halo_core::MessageLog) evicts whole units
+//! from the front, so after enough steps the history can open with an assistant turn
+//! calling tools, the user's task gone. Anthropic wants the first message to use the `user`
+//! role (HTTP 400 `invalid_request_error`, `messages: first message must use the "user"
+//! role`, on Amazon Bedrock, and on the first-party API as reported until late 2024), so
+//! the adapter then sends one user text block
+//! [`TRIMMED_HISTORY_NOTE`](crate::TRIMMED_HISTORY_NOTE) before that turn, after the
+//! few-shot turns. The text never changes: the same history gives the same bytes on every
+//! call, so the cache keeps matching once the log has trimmed.
+//!
 //! Errors map to [`ModelError`] by HTTP status (see [`AnthropicAdapter::generate`]); 429,
 //! 5xx and 529 (`overloaded_error`) are retried with exponential backoff through [`backon`],
 //! honouring `retry-after` up to [`MAX_RETRY_DELAY`]. The API key lives in a
@@ -171,7 +181,9 @@ impl AnthropicAdapter {
     /// as alternating `user` / `assistant` messages (same-role neighbours merged), each run
     /// of tool results as `tool_result` blocks (call order, `is_error` kept) at the start
     /// of the next user message; thinking blocks replayed before the text and `tool_use`
-    /// blocks of their turn, and a turn that would hold only thinking left out;
+    /// blocks of their turn, and a turn that would hold only thinking left out; a history
+    /// that opens with an assistant turn preceded by the user text
+    /// [`TRIMMED_HISTORY_NOTE`](crate::TRIMMED_HISTORY_NOTE);
     /// `max_tokens` from the options or the builder's default; `tool_choice` only when not
     /// `auto`; a JSON Schema response format as `output_config.format`; `stop` as
     /// `stop_sequences`; `seed` is not sent (the API has none).

@@ -18,6 +18,16 @@
 //! sent back; `thoughtSignature`s are replayed on the part they came with; `thought` parts
 //! are reasoning. The details are in the `request` and `response` module docs.
 //!
+//! A bounded [`MessageLog`](halo_core::MessageLog) evicts whole units from the front, so
+//! after enough steps the history can open with a `model` turn calling tools, the user's
+//! task gone; Gemini answers that with 400 `INVALID_ARGUMENT` "Please ensure that function
+//! call turn comes immediately after a user turn or after a function response turn.". So a
+//! history that opens with a `model` content, and a function-call `model` content right
+//! after another `model` content, get one `user` content before them with the fixed text
+//! [`TRIMMED_HISTORY_NOTE`](crate::TRIMMED_HISTORY_NOTE). The note lives in the history
+//! (never in the cached content) and never changes, so a trimmed history renders to the
+//! same bytes on every call.
+//!
 //! # The cache
 //! Gemini caches a prompt prefix implicitly on 2.5 and newer models (no guarantee, no
 //! control), and explicitly in a `cachedContents` object that owns the system instruction,

@@ -5,6 +5,8 @@
 //! `local` feature, an embedded llama.cpp model that keeps its KV cache between calls.
 //! [`anthropic`] speaks Anthropic's Messages API and places its `cache_control` breakpoints.
 //! [`gemini`] speaks Gemini's `generateContent` API and keeps a `cachedContents` object per prefix.
+//! With the `sim` feature, `sim` serves loopback simulators of the OpenAI, DeepSeek, Anthropic
+//! and Gemini APIs that compute cached tokens by each provider's documented rules.
 
 pub mod anthropic;
 pub mod gemini;
@@ -16,3 +18,15 @@ pub mod local;
 
 #[cfg(feature = "sim")]
 pub mod sim;
+
+/// The text of the user turn the Anthropic and Gemini adapters insert where a trimmed
+/// history would open with a model turn.
+///
+/// A bounded [`MessageLog`](halo_core::MessageLog) evicts whole units from the front, so
+/// after enough steps the history can start with an assistant turn calling tools, the
+/// user's task gone. Anthropic wants the first message to use the `user` role; Gemini wants
+/// a function-call turn right after a user turn or a function-response turn. The adapters
+/// put one user turn with this fixed text before such a turn (see [`anthropic`] and
+/// [`gemini`]); it is always the same bytes, so a trimmed history renders the same way on
+/// every call and the prompt cache keeps matching.
+pub const TRIMMED_HISTORY_NOTE: &str = "(earlier messages of this conversation were trimmed)";

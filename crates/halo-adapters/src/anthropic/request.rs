@@ -15,7 +15,13 @@
 //!     passed through; within a user message tool results always come first (the API
 //!     requires it);
 //!   - a `System` message inside the history is sent as a user text block, so the top-level
-//!     `system` never depends on the history.
+//!     `system` never depends on the history;
+//!   - a history that opens with an assistant turn (a bounded log evicted the user's turn
+//!     from the front) gets one user text block [`TRIMMED_HISTORY_NOTE`] before it: the
+//!     first message must use the `user` role (`messages: first message must use the
+//!     "user" role`, HTTP 400 on Amazon Bedrock, and on the first-party API as reported
+//!     until late 2024), and the model learns why the conversation starts mid-way. The
+//!     text is fixed, so the same history gives the same bytes on every call.
 //! - An assistant turn: its reasoning blocks first, replayed verbatim (`thinking` with its
 //!   `signature`; a [`REDACTED_THINKING_PREFIX`] signature as `redacted_thinking`), then its
 //!   text, then one `tool_use` block per call with `input` parsed from the raw argument
@@ -37,6 +43,8 @@ use halo_core::{
 };
 use serde::Serialize;
 use serde_json::{Map, Value, json};
+
+use crate::TRIMMED_HISTORY_NOTE;
 
 use super::cache::{
     BlockLayout, BreakpointPolicy, CacheMode, CacheTtl, estimate_tokens, plan_breakpoints,
@@ -194,10 +202,30 @@ struct Builder<'a> {
     messages: Vec<WireMessage<'a>>,
     /// Per message, how many of its leading blocks came from the few-shot turns.
     from_prefix: Vec<usize>,
+    /// Whether a block of the history (after the few-shot turns) was pushed.
+    history_opened: bool,
 }
 
 impl<'a> Builder<'a> {
+    /// Appends `block` (from the few-shot turns when `prefix`). When the history opens with
+    /// an assistant block (its front was trimmed), the [`TRIMMED_HISTORY_NOTE`] user block
+    /// goes first, so the first message is a user one and a trimmed history always renders
+    /// to the same bytes.
     fn push(&mut self, role: &'static str, block: Block<'a>, prefix: bool) {
+        if !prefix && !self.history_opened {
+            self.history_opened = true;
+            if role == "assistant" {
+                self.append(
+                    "user",
+                    text_block(Cow::Borrowed(TRIMMED_HISTORY_NOTE)),
+                    false,
+                );
+            }
+        }
+        self.append(role, block, prefix);
+    }
+
+    fn append(&mut self, role: &'static str, block: Block<'a>, prefix: bool) {
         match self.messages.last_mut() {
             Some(last) if last.role == role => last.content.push(block),
             _ => {
@@ -313,6 +341,7 @@ pub(crate) fn build<'a>(
     let Builder {
         mut messages,
         from_prefix,
+        ..
     } = builder;
     if messages.is_empty() {
         return Err(ModelError::Unsupported(

@@ -22,6 +22,13 @@
 //! - Consecutive tool results → one `user` content of `functionResponse` parts in the order
 //!   of the calls they answer, each `{name, response: {"result": text}}` (`{"error": text}`
 //!   for a failed call): `response` must be an object.
+//! - A `user` content with the fixed text [`TRIMMED_HISTORY_NOTE`] goes before a history
+//!   that opens with a `model` content (a bounded log evicted the user's turn from the
+//!   front), and before a `model` content with a function call that follows another `model`
+//!   content: Gemini answers 400 `Please ensure that function call turn comes immediately
+//!   after a user turn or after a function response turn.` otherwise. The note is part of
+//!   the history, never of the cached prefix, and the same history always gets it in the
+//!   same places.
 
 use halo_core::{
     ContentPart, Message, ModelRequest, ResponseFormat, StablePrefix, ToolCall, ToolChoice,
@@ -31,6 +38,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::schema::sanitize_schema;
+use crate::TRIMMED_HISTORY_NOTE;
 
 /// `ToolCall::provider_data` key holding the `thoughtSignature` of the call's part.
 pub(crate) const SIGNATURE_KEY: &str = "thoughtSignature";
@@ -238,7 +246,7 @@ pub(crate) fn build<'a>(
     cached: Option<&'a str>,
 ) -> GenerateRequest<'a> {
     let calls = CallIds::of(request.prefix.few_shot(), request.history);
-    let history = contents(request.history, &calls);
+    let history = with_trimmed_notes(contents(request.history, &calls));
     let options = request.options;
     let (response_mime_type, response_schema) = match &options.response_format {
         ResponseFormat::Text => (None, None),
@@ -405,6 +413,28 @@ fn contents(messages: &[Message], calls: &CallIds<'_>) -> Vec<Content> {
             }
         }
         i += 1;
+    }
+    out
+}
+
+/// `history` with a [`TRIMMED_HISTORY_NOTE`] user content before each `model` content the
+/// API would refuse where it stands: the first one (the front of the history was trimmed),
+/// and one with a function call right after another `model` content. Gemini wants a
+/// function-call turn "immediately after a user turn or after a function response turn"
+/// (HTTP 400 otherwise); both kinds are `user` contents.
+fn with_trimmed_notes(history: Vec<Content>) -> Vec<Content> {
+    let is_model = |c: &Content| c.role == Some("model");
+    let calls = |c: &Content| c.parts.iter().any(|p| p.function_call.is_some());
+    let mut out: Vec<Content> = Vec::with_capacity(history.len() + 1);
+    for content in history {
+        let refused = match out.last() {
+            None => is_model(&content),
+            Some(before) => is_model(before) && is_model(&content) && calls(&content),
+        };
+        if refused {
+            out.push(user_text(TRIMMED_HISTORY_NOTE));
+        }
+        out.push(content);
     }
     out
 }

@@ -12,7 +12,9 @@
 //! Every request is checked first, with Anthropic's error shape
 //! (`{"type":"error","error":{"type":"invalid_request_error","message":…}}`): HTTP 401 without
 //! `x-api-key`, 400 without `anthropic-version`, `model`, `max_tokens` or a non-empty
-//! `messages` array; 400 for more than four `cache_control` markers, a `1h` marker after a
+//! `messages` array; 400 [`FIRST_MESSAGE_NOT_USER`] when the first message is not a `user`
+//! one (the strict rule: Amazon Bedrock's, and the first-party API's as reported until late
+//! 2024); 400 for more than four `cache_control` markers, a `1h` marker after a
 //! `5m` one, an empty text block, a thinking block without its signature, `tool_use` or
 //! `tool_result` blocks without `tools`, and — the pairing rule — an assistant `tool_use`
 //! not answered by exactly one `tool_result` at the start of the next user message, or a
@@ -66,6 +68,11 @@ use serde_json::{Value, json};
 
 use super::{SimReply, SimServer, common_prefix, serve, tokens};
 use crate::anthropic::{CacheTtl, LOOKBACK_BLOCKS, MAX_BREAKPOINTS, min_cacheable_tokens};
+
+/// The message Anthropic answers a request whose first message is not a `user` one with
+/// (HTTP 400, `invalid_request_error`), as reported by client libraries (Amazon Bedrock, and
+/// the first-party API until late 2024).
+pub const FIRST_MESSAGE_NOT_USER: &str = "messages: first message must use the \"user\" role";
 
 /// One block of a linearized request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -396,6 +403,9 @@ fn check_request(body: &Value, blocks: &[SimBlock]) -> Result<(), String> {
             return Err(format!(
                 "messages.{i}.role: Input should be 'user' or 'assistant'"
             ));
+        }
+        if i == 0 && role != "user" {
+            return Err(FIRST_MESSAGE_NOT_USER.into());
         }
         let items = content(message);
         if items.is_empty() {

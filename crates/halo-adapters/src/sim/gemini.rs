@@ -23,12 +23,14 @@
 //! that is not JSON, empty `contents`, a role other than `user`/`model`, a request naming a
 //! `cachedContent` while setting `systemInstruction`, `tools` or `toolConfig` (the real
 //! message), a cache made for another model, function-call ids the simulator never issued,
-//! a function-call turn not answered by as many `functionResponse` parts with the same
-//! names in the next `user` content, and (with signatures on) a function-call turn of the
-//! current turn without its signature; **403 `CachedContent not found (or permission
-//! denied)`** for a missing or expired cached content; 400 `Cached content is too small`
-//! for a create below the model's minimum. An empty reply script gets HTTP 418 (a test bug,
-//! not a provider behaviour).
+//! a function-call turn that does not come right after a `user` content (the real
+//! [`FUNCTION_CALL_TURN_ORDER`] message; the cached content's few-shot `contents` count as
+//! coming first), a function-call turn not answered by as many `functionResponse` parts
+//! with the same names in the next `user` content, and (with signatures on) a function-call
+//! turn of the current turn without its signature; **403 `CachedContent not found (or
+//! permission denied)`** for a missing or expired cached content; 400 `Cached content is
+//! too small` for a create below the model's minimum. An empty reply script gets HTTP 418
+//! (a test bug, not a provider behaviour).
 //!
 //! # How the cache is computed
 //! Source: <https://ai.google.dev/gemini-api/docs/caching> (provider-protocols §4.4).
@@ -80,6 +82,12 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(3600);
 /// The message the API answers a request naming a missing or expired cached content with
 /// (HTTP 403, `PERMISSION_DENIED`), as observed by client libraries.
 pub const CACHE_NOT_FOUND: &str = "CachedContent not found (or permission denied)";
+
+/// The message the API answers a function-call turn that does not follow a user turn or a
+/// function-response turn with (HTTP 400, `INVALID_ARGUMENT`), as reported against the
+/// real API (google-gemini/gemini-cli#11814, #26956): a history that starts with a
+/// function call, for one.
+pub const FUNCTION_CALL_TURN_ORDER: &str = "Please ensure that function call turn comes immediately after a user turn or after a function response turn.";
 
 /// One request the simulator received and what it answered.
 #[derive(Debug, Clone, PartialEq)]
@@ -668,7 +676,7 @@ fn check_contents(contents: &Value, allow_empty: bool) -> Result<(), (StatusCode
         }
     };
     for (i, c) in list.iter().enumerate() {
-        let role = c.get("role").and_then(Value::as_str).unwrap_or("user");
+        let role = role_of(c);
         if role != "user" && role != "model" {
             return Err(invalid(format!(
                 "Please use a valid role: user, model. (contents[{i}].role = {role})"
@@ -682,6 +690,14 @@ fn check_contents(contents: &Value, allow_empty: bool) -> Result<(), (StatusCode
         }
     }
     Ok(())
+}
+
+/// A content's role; a content without one is a `user` content.
+fn role_of(content: &Value) -> &str {
+    content
+        .get("role")
+        .and_then(Value::as_str)
+        .unwrap_or("user")
 }
 
 fn parts_of(content: &Value) -> &[Value] {
@@ -720,6 +736,14 @@ fn check_calls(all: &[Value], signatures: Option<&[String]>) -> Result<(), (Stat
         let calls = call_names(c, "functionCall");
         let responses = call_names(c, "functionResponse");
         if !calls.is_empty() {
+            // A user turn and a function-response turn are both `user` contents.
+            let after_user = i
+                .checked_sub(1)
+                .and_then(|j| all.get(j))
+                .is_some_and(|before| role_of(before) == "user");
+            if !after_user {
+                return Err(invalid(FUNCTION_CALL_TURN_ORDER));
+            }
             let answered = all
                 .get(i + 1)
                 .map(|n| call_names(n, "functionResponse"))
