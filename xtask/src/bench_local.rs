@@ -19,10 +19,7 @@ use anyhow::{Context, bail};
 pub fn run() -> anyhow::Result<()> {
     crate::prereqs::ensure()?;
     let model = crate::model::ensure_model()?;
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .context("xtask has no parent folder")?
-        .to_path_buf();
+    let root = crate::root();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     eprintln!(
         "bench local-cache: cargo run -p halo-adapters --features local --example local_cache_bench"

@@ -1,4 +1,5 @@
-//! `cargo xtask demo "TASK" [--dir DIR]`: sets up what is missing, then runs `examples/coder`.
+//! `cargo xtask demo "TASK" [--dir DIR] [--read-only] [--yes]`: sets up what is missing, then
+//! runs `examples/coder` (the two flags are passed on to it).
 //!
 //! With `ANTHROPIC_API_KEY`, `GEMINI_API_KEY`, `DEEPSEEK_API_KEY` or `OPENAI_API_KEY` set
 //! (picked in that order; each with an optional `*_BASE_URL` and `*_MODEL`), the agent uses
@@ -31,15 +32,19 @@ const SAMPLE_FILES: &[(&str, &str)] = &[
 pub fn run(args: &[String]) -> anyhow::Result<()> {
     let mut task = None;
     let mut dir = None;
+    let mut pass_on: Vec<&str> = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
+            flag @ ("--read-only" | "--yes") => pass_on.push(flag),
             "--dir" => match it.next() {
                 Some(d) => dir = Some(PathBuf::from(d)),
                 None => bail!("--dir needs a folder"),
             },
             s if s.starts_with("--") => {
-                bail!("unknown option `{s}`; usage: cargo xtask demo \"TASK\" [--dir DIR]")
+                bail!(
+                    "unknown option `{s}`; usage: cargo xtask demo \"TASK\" [--dir DIR] [--read-only] [--yes]"
+                )
             }
             s if s.trim().is_empty() => {
                 bail!("the task is empty; say what the agent should do, in quotes")
@@ -95,6 +100,10 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
         let model = crate::model::ensure_model()?;
         cmd.env("HALO_MODEL", model);
     }
-    cmd.arg("--").arg(&task).arg("--dir").arg(&dir);
+    cmd.arg("--")
+        .arg(&task)
+        .arg("--dir")
+        .arg(&dir)
+        .args(&pass_on);
     run_cmd(&mut cmd)
 }

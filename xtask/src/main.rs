@@ -2,7 +2,7 @@
 //!
 //! - `cargo xtask ci`: every check CI runs (fmt, clippy, tests, doctests, docs, tidy).
 //! - `cargo xtask model`: fetch the default GGUF model into the cache folder; prints its path.
-//! - `cargo xtask demo "TASK" [--dir DIR]`: set up what is missing, then run the coding agent.
+//! - `cargo xtask demo "TASK" [--dir DIR] [--read-only] [--yes]`: set up what is missing, then run the coding agent.
 //! - `cargo xtask bench <name>`: print measurements (`cache`, `local-cache`, `sse`, `tools`).
 
 mod bench_cache;
@@ -22,7 +22,9 @@ const USAGE: &str = "usage: cargo xtask <command>
 commands:
   ci                        run every check CI runs (fmt, clippy, tests, doctests, docs, tidy)
   model                     fetch the default GGUF model (SmolLM2-135M-Instruct Q4_1); prints its path
-  demo \"TASK\" [--dir DIR]   run the coding agent on TASK in DIR (default: a sample folder)
+  demo \"TASK\" [--dir DIR] [--read-only] [--yes]
+                            run the coding agent on TASK in DIR (default: a sample folder);
+                            --read-only: reading tools only; --yes: run commands without asking
   interop                   check halo-stream with the `ai` npm package (node)
   bench <name>              print a benchmark's figures; names: cache, local-cache, sse, tools";
 
@@ -63,8 +65,14 @@ fn real_main() -> anyhow::Result<()> {
 }
 
 /// The workspace root (the parent of xtask/).
+///
+/// Read from `CARGO_MANIFEST_DIR` at run time (`cargo run`, which the `cargo xtask` alias
+/// uses, sets it): two checkouts sharing one target dir share one xtask binary, and the path
+/// compiled into it would point at whichever checkout built it last.
 pub fn root() -> std::path::PathBuf {
-    let manifest = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")));
     manifest
         .parent()
         .map(|p| p.to_path_buf())
