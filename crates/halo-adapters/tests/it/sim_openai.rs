@@ -580,3 +580,79 @@ async fn adapter_stream_over_the_sim_assembles_tool_calls() {
     );
     assert_eq!(response.usage.cache_read_tokens, Some(0));
 }
+
+/// A tool that returns a fixed line; added mid-session to change the prefix.
+struct Clock;
+impl Tool for Clock {
+    type Args = halo_core::NoArgs;
+    fn name(&self) -> &str {
+        "clock"
+    }
+    fn description(&self) -> &str {
+        "Tells the time."
+    }
+    async fn call(&self, _: halo_core::NoArgs) -> Result<ToolOutput, ToolError> {
+        Ok("noon".into())
+    }
+}
+
+// The ledger over the OpenAI rule: a tool added mid-session is exactly one expected miss, a
+// cache the provider dropped is a bust, and ordinary turns are hits.
+#[tokio::test]
+async fn ledger_sees_one_expected_miss_for_a_new_tool_and_a_bust_for_a_dropped_cache() {
+    use halo_core::CacheVerdict;
+    let sim = OpenAiSim::openai().await.unwrap();
+    let model = OpenAiCompatible::openai("gpt-4o-mini")
+        .api_key("sk-sim")
+        .base_url(sim.base_url())
+        .max_retries(0)
+        .build()
+        .unwrap();
+    let mut agent = HaloAgent::builder(model)
+        .system(system(1400))
+        .tool(Read)
+        .unwrap()
+        .session_id("sess-ledger")
+        .build();
+    let ask = async |agent: &mut HaloAgent, sim: &OpenAiSim, reply: SimReply| {
+        sim.push_reply(reply);
+        agent.generate_text("next").await.unwrap()
+    };
+    ask(&mut agent, &sim, SimReply::text("one")).await;
+    ask(&mut agent, &sim, SimReply::text("two")).await;
+    agent.add_tool(Clock).unwrap();
+    ask(&mut agent, &sim, SimReply::text("three")).await;
+    ask(&mut agent, &sim, SimReply::text("four")).await;
+    sim.drop_cache();
+    let out = ask(&mut agent, &sim, SimReply::text("five")).await;
+    let verdicts: Vec<CacheVerdict> = agent
+        .cache_ledger()
+        .checks()
+        .map(|c| match &c.verdict {
+            CacheVerdict::Bust { .. } => CacheVerdict::Bust {
+                cause: String::new(),
+            },
+            v => v.clone(),
+        })
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            CacheVerdict::Cold,
+            CacheVerdict::Hit,
+            CacheVerdict::ExpectedMiss,
+            CacheVerdict::Hit,
+            CacheVerdict::Bust {
+                cause: String::new()
+            },
+        ]
+    );
+    assert_eq!(agent.cache_ledger().expected_misses(), 1);
+    assert_eq!((out.stats.cache_busts, agent.stats().cache_busts), (1, 1));
+    let bust = agent.cache_ledger().last().unwrap();
+    assert_eq!(bust.observed_cached_tokens, Some(0));
+    assert!(bust.expected_cached_tokens.unwrap() >= 1024, "{bust:?}");
+    // The hits read what the sim's rule gives for the shared prefix.
+    let records = sim.records();
+    assert!(records[1].cached_tokens >= 1408 && records[3].cached_tokens >= 1408);
+}
