@@ -549,6 +549,61 @@ fn request_bodies_are_stable_and_append_only() {
 }
 
 #[test]
+fn a_history_opening_with_an_assistant_turn_gets_the_trimmed_note_after_the_few_shots() {
+    // Trigger: a bounded log evicted the user's turn, so the history opens with a tool call.
+    let model = offline(100_000);
+    let turn = calls(1);
+    let history = [
+        Message::Assistant(turn.clone()),
+        Message::Tool(ToolResult::ok(&turn.tool_calls[0], "2")),
+    ];
+    let bytes = body(&model, &prefix(), &history);
+    assert_snapshot("trimmed_history_note", &bytes);
+    let json: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        json["messages"],
+        json!([
+            {"role": "user", "content": [{"type": "text", "text": "What is 1+1?"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "2"}]},
+            {"role": "user", "content": [{"type": "text", "text": "(earlier messages of this conversation were trimmed)"}]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_01", "name": "add", "input": {"a": 1, "b": 1}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": "2"}]},
+        ])
+    );
+    assert_eq!(
+        halo_adapters::TRIMMED_HISTORY_NOTE,
+        json["messages"][2]["content"][0]["text"]
+    );
+    // Without few-shots the note is the first message; the same history, the same bytes.
+    let bare = StablePrefix::new("s")
+        .with_tool(tool("add", "Adds two integers."))
+        .unwrap();
+    let bytes = body(&model, &bare, &history);
+    let json: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        json["messages"][0],
+        json!({"role": "user", "content": [{"type": "text", "text": "(earlier messages of this conversation were trimmed)"}]})
+    );
+    assert_eq!(json["messages"].as_array().unwrap().len(), 3);
+    assert_eq!(bytes, body(&model, &bare, &history));
+    // A history opening with a user or system message gets no note.
+    for first in [Message::user("Go on."), Message::system("Be brief.")] {
+        let history = [
+            first,
+            Message::Assistant(turn.clone()),
+            Message::Tool(ToolResult::ok(&turn.tool_calls[0], "2")),
+        ];
+        let json: Value = serde_json::from_slice(&body(&model, &bare, &history)).unwrap();
+        assert_eq!(json["messages"].as_array().unwrap().len(), 3);
+        assert!(
+            !json.to_string().contains("were trimmed"),
+            "{}",
+            json["messages"]
+        );
+    }
+}
+
+#[test]
 fn configuration_from_the_environment() {
     let env = |pairs: &'static [(&'static str, &'static str)]| {
         move |var: &str| {

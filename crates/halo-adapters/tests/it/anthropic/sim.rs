@@ -2,14 +2,18 @@
 //! rules: each call after the first reads the whole previous request from the cache (the
 //! exact token figure the simulator computes), a dropped cache reads nothing and the ledger
 //! calls it a bust, a prefix change is the one expected miss, TTLs expire, and a turn wider
-//! than the 20-block lookback is still read thanks to the planner's extra breakpoint.
+//! than the 20-block lookback is still read thanks to the planner's extra breakpoint, and a
+//! history trimmed by a bounded log opens with the fixed note and keeps the cache warm.
 
 use std::time::Duration;
 
 use futures::StreamExt as _;
+use halo_adapters::TRIMMED_HISTORY_NOTE;
 use halo_adapters::anthropic::{AnthropicAdapter, CacheMode, CacheTtl};
-use halo_adapters::sim::SimReply;
-use halo_adapters::sim::anthropic::{AnthropicSim, SimRecord};
+use halo_adapters::sim::anthropic::{
+    AnthropicSim, FIRST_MESSAGE_NOT_USER, SimBlock, SimRecord, blocks,
+};
+use halo_adapters::sim::{SimReply, count_tokens};
 use halo_core::ledger::CacheVerdict;
 use halo_core::tool::{NoArgs, Tool, ToolError, ToolOutput};
 use halo_core::{
@@ -18,7 +22,7 @@ use halo_core::{
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::{KEY, MODEL, request};
 
@@ -370,6 +374,190 @@ async fn the_simulator_rejects_an_unanswered_tool_use_in_anthropics_shape() {
         ) && message.contains("(type invalid_request_error)"),
         "{message}"
     );
+    assert_eq!(sim.remaining_replies(), 1, "no reply was used");
+    assert_eq!(sim.records()[0].status, 400);
+}
+
+/// The messages of a request body with every `cache_control` key removed (markers move
+/// from call to call; the content they sit on does not).
+fn unmarked_messages(body: &Value) -> Vec<Value> {
+    fn strip(v: &mut Value) {
+        match v {
+            Value::Object(map) => {
+                map.remove("cache_control");
+                map.values_mut().for_each(strip);
+            }
+            Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut messages = body["messages"].as_array().cloned().unwrap_or_default();
+    messages.iter_mut().for_each(strip);
+    messages
+}
+
+/// The `o200k_base` tokens of the first `n` blocks of a request, as the simulator counts
+/// them (block by block).
+fn block_tokens(body: &Value, n: usize) -> u64 {
+    blocks(body).unwrap()[..n]
+        .iter()
+        .map(|b| count_tokens(&b.text))
+        .sum()
+}
+
+#[tokio::test]
+async fn a_trimmed_history_opens_with_the_note_and_keeps_the_cache_warm() {
+    // Trigger: a log of 4 messages evicts the user's task after the second step, so the
+    // history opens with an assistant tool call (HTTP 400 on a strict Messages API).
+    let sim = AnthropicSim::start().await.unwrap();
+    sim.set_reply_script([
+        SimReply::ToolCalls(vec![
+            ("add".into(), json!({"a": 1, "b": 2})),
+            ("add".into(), json!({"a": 3, "b": 4})),
+        ]),
+        add(3, 7),
+        add(10, 5),
+        add(15, 6),
+        SimReply::text("The total is 21."),
+    ]);
+    let mut agent = HaloAgent::builder(adapter(&sim, CacheMode::default()))
+        .system(long_system())
+        .tool(Add)
+        .unwrap()
+        .options(GenerationOptions::default().with_max_tokens(256))
+        .log_capacity(4)
+        .build();
+    let out = agent
+        .generate_text("Add 1+2 and 3+4, then add 5 and 6 to the sum.")
+        .await
+        .unwrap();
+    assert_eq!(out.text, "The total is 21.");
+    let records = sim.records();
+    assert_eq!(records.len(), 5);
+    assert!(records.iter().all(|r| r.status == 200), "{records:#?}");
+    assert_usage_matches(&out.steps, &records);
+    assert_eq!(sim.remaining_replies(), 0);
+
+    let bodies = sim.requests();
+    let note = json!({"role": "user", "content": [{"type": "text", "text": TRIMMED_HISTORY_NOTE}]});
+    let task = json!({"role": "user", "content": [{"type": "text", "text": "Add 1+2 and 3+4, then add 5 and 6 to the sum."}]});
+    let call = |n: u64, a: i64, b: i64| json!({"role": "assistant", "content": [{"type": "tool_use", "id": format!("toolu_01{n:022}"), "name": "add", "input": {"a": a, "b": b}}]});
+    let result = |n: u64, sum: &str| json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": format!("toolu_01{n:022}"), "content": sum}]});
+    let messages: Vec<Vec<Value>> = bodies.iter().map(unmarked_messages).collect();
+    // Calls 1 and 2: the task is still there, no note.
+    assert_eq!(messages[0], [task.clone()]);
+    assert_eq!(messages[1][0], task);
+    assert_eq!(messages[1].len(), 3);
+    // Call 3: the task and the first step are evicted; the note opens the history.
+    assert_eq!(messages[2], [note.clone(), call(3, 3, 7), result(3, "10")]);
+    // Call 4: nothing evicted; the same note, then one more step.
+    assert_eq!(
+        messages[3],
+        [
+            note.clone(),
+            call(3, 3, 7),
+            result(3, "10"),
+            call(4, 10, 5),
+            result(4, "15")
+        ]
+    );
+    // Call 5: the oldest step evicted; the note again, before the next one.
+    assert_eq!(
+        messages[4],
+        [
+            note.clone(),
+            call(4, 10, 5),
+            result(4, "15"),
+            call(5, 15, 6),
+            result(5, "21")
+        ]
+    );
+    // The note carries no marker, and the system prompt and tools are untouched.
+    assert_eq!(bodies[2]["messages"][0], note);
+    for body in &bodies[1..] {
+        assert_eq!(body["system"], bodies[0]["system"]);
+        assert_eq!(body["tools"], bodies[0]["tools"]);
+    }
+
+    // Call 4 renders call 3 block for block, then appends: it reads call 3 whole.
+    let (third, fourth) = (blocks(&bodies[2]).unwrap(), blocks(&bodies[3]).unwrap());
+    let texts = |b: &[SimBlock]| {
+        b.iter()
+            .map(|b| (b.role.clone(), b.text.clone()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(texts(&fourth[..third.len()]), texts(&third));
+    assert_eq!(
+        records[3].cache_read_input_tokens,
+        records[2].total_input_tokens
+    );
+    assert_eq!(
+        records[3].cache_read_input_tokens,
+        records[3].seen_prefix_tokens
+    );
+    // Calls 3 and 5 follow an eviction: they read the prefix (the tool and the system
+    // prompt, blocks 0 and 1), and call 5 shares the note with call 4 besides.
+    let prefix_tokens = block_tokens(&bodies[0], 2);
+    assert_eq!(records[2].cache_read_input_tokens, prefix_tokens);
+    assert_eq!(records[4].cache_read_input_tokens, prefix_tokens);
+    // (Token by token it shares a little more: the start of the next block's JSON.)
+    let seen = records[4].seen_prefix_tokens;
+    assert!(
+        (block_tokens(&bodies[4], 3)..block_tokens(&bodies[4], 4)).contains(&seen),
+        "call 5 starts with call 4's tool, system prompt and note, then differs: {seen}"
+    );
+    // The ledger expects only the prefix after an eviction: no call is a bust.
+    let verdicts: Vec<_> = agent
+        .cache_ledger()
+        .checks()
+        .map(|c| c.verdict.clone())
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            CacheVerdict::Cold,
+            CacheVerdict::Hit,
+            CacheVerdict::Hit,
+            CacheVerdict::Hit,
+            CacheVerdict::Hit
+        ]
+    );
+}
+
+#[tokio::test]
+async fn the_simulator_rejects_an_assistant_first_message_in_anthropics_shape() {
+    // Regression guard: a request builder that lets an assistant turn open `messages` fails
+    // here the way a strict Messages API fails it.
+    let sim = AnthropicSim::start().await.unwrap();
+    sim.push_reply(SimReply::text("unused"));
+    let body = json!({
+        "model": MODEL,
+        "max_tokens": 64,
+        "tools": [{"name": "add", "description": "Adds.", "input_schema": {"type": "object"}}],
+        "messages": [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_01A", "name": "add", "input": {"a": 1, "b": 2}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01A", "content": "3"}]},
+        ],
+    });
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/messages", sim.base_url()))
+        .header("x-api-key", KEY)
+        .header("anthropic-version", "2023-06-01")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 400);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(
+        answer,
+        json!({
+            "type": "error",
+            "error": {"type": "invalid_request_error", "message": "messages: first message must use the \"user\" role"},
+            "request_id": "req_sim",
+        })
+    );
+    assert_eq!(FIRST_MESSAGE_NOT_USER, answer["error"]["message"]);
     assert_eq!(sim.remaining_replies(), 1, "no reply was used");
     assert_eq!(sim.records()[0].status, 400);
 }
