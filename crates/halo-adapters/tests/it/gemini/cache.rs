@@ -1,7 +1,7 @@
 //! The `cachedContents` lifecycle over [`GeminiSim`]: create, reuse, fingerprint change
 //! (new object, old deleted), expiry (recreate once, the request succeeds), TTL refresh,
 //! one object for concurrent calls, the too-small fallback, implicit caching, and agent
-//! runs with a tool whose cache reads are exact.
+//! runs with a tool whose cache reads are exact, one of them trimmed by a bounded log.
 //!
 //! Expected token counts restate the simulator's documented rule here, independently: a
 //! cached content counts the `o200k_base` tokens of the canonical JSON of its
@@ -12,9 +12,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt as _;
+use halo_adapters::TRIMMED_HISTORY_NOTE;
 use halo_adapters::gemini::GeminiAdapter;
 use halo_adapters::sim::gemini::{GeminiSim, SimRecord};
 use halo_adapters::sim::{SimReply, count_tokens};
+use halo_core::ledger::CacheVerdict;
 use halo_core::prefix::canonicalize;
 use halo_core::{
     AgentEvent, FinishReason, GenerationOptions, HaloAgent, Message, ModelAdapter, StablePrefix,
@@ -477,5 +479,132 @@ async fn a_streamed_agent_run_sends_and_reads_the_same_as_a_plain_one() {
     assert_eq!(
         streaming.stats().cache_read_tokens,
         plain.stats.cache_read_tokens
+    );
+}
+
+#[tokio::test]
+async fn a_trimmed_history_opens_with_the_note_and_keeps_the_cache_warm() {
+    // Trigger: a log of 4 messages evicts the user's task after the second step, so the
+    // history opens with a function-call turn (HTTP 400 from the real API).
+    let sim = GeminiSim::start().await.unwrap();
+    sim.set_thought_signatures(true);
+    let read = |path: &str| {
+        (
+            "read_file".to_string(),
+            json!({"path": path, "mode": "plain"}),
+        )
+    };
+    sim.set_reply_script([
+        SimReply::ToolCalls(vec![read("src/main.rs"), ("list_dir".into(), json!({}))]),
+        SimReply::ToolCalls(vec![read("src/a.rs")]),
+        SimReply::ToolCalls(vec![read("src/b.rs")]),
+        SimReply::ToolCalls(vec![read("src/c.rs")]),
+        SimReply::text("All four files print their own path."),
+    ]);
+    let mut agent = HaloAgent::builder(adapter(&sim))
+        .system(big_system())
+        .tool(ReadFile)
+        .unwrap()
+        .tool(ListDir)
+        .unwrap()
+        .log_capacity(4)
+        .build();
+    let out = agent
+        .generate_text("What do the files of src print?")
+        .await
+        .unwrap();
+    assert_eq!(out.text, "All four files print their own path.");
+    assert_eq!(out.steps.len(), 5);
+    assert_eq!(sim.remaining_replies(), 0);
+    let records = sim.records();
+    assert_eq!(
+        of(&records, "POST").len(),
+        1,
+        "one cached content for the run"
+    );
+    let gens = generates(&records);
+    assert_eq!(gens.len(), 5);
+    assert!(gens.iter().all(|g| g.status == 200), "{gens:#?}");
+
+    let note = json!({"role": "user", "parts": [{"text": TRIMMED_HISTORY_NOTE}]});
+    let task = json!({"role": "user", "parts": [{"text": "What do the files of src print?"}]});
+    let call = |response: u64, path: &str| {
+        json!({"role": "model", "parts": [{
+            "functionCall": {"name": "read_file", "args": {"mode": "plain", "path": path}},
+            "thoughtSignature": format!("sim-signature-sim-response-{response}"),
+        }]})
+    };
+    let result = |path: &str| {
+        json!({"role": "user", "parts": [{"functionResponse": {
+            "name": "read_file",
+            "response": {"result": format!("fn main() {{ println!(\"{path}\"); }}")},
+        }}]})
+    };
+    let contents: Vec<&Value> = gens.iter().map(|g| &g.body["contents"]).collect();
+    // Calls 1 and 2: the task is still there, no note.
+    assert_eq!(*contents[0], json!([task]));
+    assert_eq!(contents[1][0], task);
+    assert_eq!(contents[1].as_array().unwrap().len(), 3);
+    // Call 3: the task and the first step are evicted; the note opens the history.
+    assert_eq!(
+        *contents[2],
+        json!([note, call(2, "src/a.rs"), result("src/a.rs")])
+    );
+    // Call 4: nothing evicted; the same note, then one more step.
+    assert_eq!(
+        *contents[3],
+        json!([
+            note,
+            call(2, "src/a.rs"),
+            result("src/a.rs"),
+            call(3, "src/b.rs"),
+            result("src/b.rs")
+        ])
+    );
+    // Call 5: the oldest step evicted; the note again, before the next one.
+    assert_eq!(
+        *contents[4],
+        json!([
+            note,
+            call(3, "src/b.rs"),
+            result("src/b.rs"),
+            call(4, "src/c.rs"),
+            result("src/c.rs")
+        ])
+    );
+    // The note is history: every call names the same cached content, untouched.
+    let name = gens[0].body["cachedContent"].as_str().unwrap();
+    assert!(gens.iter().all(|g| g.body["cachedContent"] == name));
+
+    // Call 4 starts with all of call 3: the implicit cache reads call 3 whole.
+    let usage = |n: usize| gens[n].usage.unwrap();
+    assert_eq!(usage(3).cached_tokens, usage(2).prompt_tokens);
+    assert_eq!(usage(3).cached_tokens, usage(3).seen_prefix_tokens);
+    // Calls 3 and 5 follow an eviction. Call 3 reads the cached content (and, token by
+    // token, the opening of a user content's JSON); call 5 also the note it shares with
+    // call 4, but not the whole next content.
+    let explicit = cache_tokens(&records[0].body);
+    assert_eq!(usage(2).explicit_tokens, explicit);
+    let with_note = explicit + piece_tokens(&note);
+    let cached = usage(2).cached_tokens;
+    assert!((explicit..with_note).contains(&cached), "call 3: {cached}");
+    let cached = usage(4).cached_tokens;
+    let next = with_note + piece_tokens(&contents[4][1]);
+    assert!((with_note..next).contains(&cached), "call 5: {cached}");
+    // The ledger expects only the prefix after an eviction: no call is a bust.
+    let verdicts: Vec<_> = agent
+        .cache_ledger()
+        .checks()
+        .map(|c| c.verdict.clone())
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            CacheVerdict::Cold,
+            CacheVerdict::Hit,
+            CacheVerdict::Hit,
+            CacheVerdict::Hit,
+            CacheVerdict::Hit
+        ]
     );
 }

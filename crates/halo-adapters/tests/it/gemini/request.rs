@@ -1,11 +1,13 @@
 //! Request bodies, byte for byte: the full request (below the cache minimum), the request
 //! naming a cached content (system instruction, tools and few-shots left out) and the
 //! `cachedContents` create body, function calls and responses without ids, and thought
-//! signatures replayed on the parts they came with.
+//! signatures replayed on the parts they came with, and the note before a history that
+//! opens with a function call (the simulator refuses one without it, as the API does).
 
+use halo_adapters::TRIMMED_HISTORY_NOTE;
 use halo_adapters::gemini::sanitize_schema;
 use halo_adapters::sim::SimReply;
-use halo_adapters::sim::gemini::GeminiSim;
+use halo_adapters::sim::gemini::{FUNCTION_CALL_TURN_ORDER, GeminiSim};
 use halo_core::{
     AssistantMessage, GenerationOptions, Message, ModelAdapter, Reasoning, ResponseFormat,
     StablePrefix, ToolCall, ToolChoice, ToolResult,
@@ -313,4 +315,146 @@ fn tool_schemas_from_schemars_are_sanitized() {
         v["tools"],
         json!([{"functionDeclarations": [{"name": "list_dir", "description": "Lists the workspace's top folder."}]}])
     );
+}
+
+/// A model turn calling `read_file` on `path` (no API id, no signature), and its result.
+fn read_step(id: &str, path: &str) -> [Message; 2] {
+    let call = ToolCall::new(
+        id,
+        "read_file",
+        format!("{{\"path\":\"{path}\",\"mode\":\"plain\"}}"),
+    );
+    [
+        Message::Assistant(AssistantMessage {
+            tool_calls: vec![call.clone()],
+            ..AssistantMessage::default()
+        }),
+        Message::Tool(ToolResult::ok(&call, format!("{path} prints hi"))),
+    ]
+}
+
+fn note() -> serde_json::Value {
+    json!({"role": "user", "parts": [{"text": TRIMMED_HISTORY_NOTE}]})
+}
+
+#[tokio::test]
+async fn a_history_opening_with_a_function_call_gets_the_trimmed_note_and_is_accepted() {
+    // Trigger: a bounded log evicted the user's turn; the few-shots end with a model turn,
+    // so the history's call would follow a model turn.
+    let sim = GeminiSim::start().await.unwrap();
+    sim.set_reply_script([SimReply::text("It prints hi."), SimReply::text("Done.")]);
+    let model = builder(&sim.base_url()).build().unwrap();
+    let prefix = small_prefix();
+    let history = read_step("c1", "a.rs");
+    let options = GenerationOptions::default();
+    let req = request(&prefix, &history, &options);
+    let body = model.request_body(&req, None).unwrap();
+    assert_snapshot("trimmed_history_note", &body);
+    let contents = json(&body)["contents"].as_array().unwrap().clone();
+    assert_eq!(
+        contents.len(),
+        4 + 3,
+        "4 few-shot turns, the note, the step"
+    );
+    assert_eq!(
+        contents[3]["role"], "model",
+        "the few-shots end with a model turn"
+    );
+    assert_eq!(
+        contents[4..],
+        [
+            note(),
+            json!({"role": "model", "parts": [{"functionCall": {"name": "read_file", "args": {"mode": "plain", "path": "a.rs"}}}]}),
+            json!({"role": "user", "parts": [{"functionResponse": {"name": "read_file", "response": {"result": "a.rs prints hi"}}}]}),
+        ]
+    );
+    assert_eq!(model.request_body(&req, None).unwrap(), body, "same bytes");
+    let out = model.generate(req).await.unwrap();
+    assert_eq!(out.message.text, "It prints hi.");
+    assert_eq!(sim.records()[0].body, json(&body));
+
+    // Without few-shots, with a cached content: the note is the first content sent.
+    let bare = StablePrefix::new("s").with_tool(read_file_spec()).unwrap();
+    let req = request(&bare, &history, &options);
+    let body = json(&model.request_body(&req, Some("cachedContents/x")).unwrap());
+    assert_eq!(body["contents"][0], note());
+    assert_eq!(body["contents"].as_array().unwrap().len(), 3);
+
+    // Mid-history, a call right after a text-only model turn gets the note too.
+    let [call, result] = read_step("c2", "b.rs");
+    let history = [
+        Message::user("Read b.rs."),
+        Message::assistant("Reading it now."),
+        call,
+        result,
+    ];
+    let req = request(&bare, &history, &options);
+    let body = json(&model.request_body(&req, None).unwrap());
+    let roles: Vec<&str> = body["contents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "model", "user", "model", "user"]);
+    assert_eq!(body["contents"][2], note());
+    model.generate(req).await.unwrap();
+    assert_eq!(sim.records()[1].status, 200);
+
+    // A history opening with a user turn, and model turns without calls, get none.
+    let history = [
+        Message::user("Hi."),
+        Message::assistant("Hello."),
+        Message::assistant("How can I help?"),
+    ];
+    let body = model
+        .request_body(&request(&bare, &history, &options), None)
+        .unwrap();
+    assert!(!String::from_utf8(body).unwrap().contains("were trimmed"));
+}
+
+#[tokio::test]
+async fn the_simulator_rejects_a_function_call_turn_out_of_place_in_googles_shape() {
+    // Regression guard: a request builder that lets a function-call turn follow anything but
+    // a user or function-response turn fails here the way the real API fails it.
+    let sim = GeminiSim::start().await.unwrap();
+    sim.push_reply(SimReply::text("unused"));
+    let call =
+        json!({"role": "model", "parts": [{"functionCall": {"name": "list_dir", "args": {}}}]});
+    let response = json!({"role": "user", "parts": [{"functionResponse": {"name": "list_dir", "response": {"result": "src/"}}}]});
+    let tools = json!([{"functionDeclarations": [{"name": "list_dir", "description": "Lists."}]}]);
+    let openings = [
+        json!([call, response]),
+        json!([
+            {"role": "user", "parts": [{"text": "List it."}]},
+            {"role": "model", "parts": [{"text": "Listing."}]},
+            call,
+            response
+        ]),
+    ];
+    let client = reqwest::Client::new();
+    for contents in openings {
+        let answer = client
+            .post(format!(
+                "{}/v1beta/models/gemini-2.5-flash:generateContent",
+                sim.base_url()
+            ))
+            .header("x-goog-api-key", KEY)
+            .json(&json!({"contents": contents, "tools": tools}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status().as_u16(), 400);
+        let body: serde_json::Value = answer.json().await.unwrap();
+        assert_eq!(
+            body,
+            json!({"error": {
+                "code": 400,
+                "message": "Please ensure that function call turn comes immediately after a user turn or after a function response turn.",
+                "status": "INVALID_ARGUMENT",
+            }})
+        );
+        assert_eq!(FUNCTION_CALL_TURN_ORDER, body["error"]["message"]);
+    }
+    assert_eq!(sim.remaining_replies(), 1, "no reply was used");
 }
