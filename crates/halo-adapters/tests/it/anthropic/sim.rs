@@ -445,7 +445,7 @@ async fn a_trimmed_history_opens_with_the_note_and_keeps_the_cache_warm() {
     let result = |n: u64, sum: &str| json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": format!("toolu_01{n:022}"), "content": sum}]});
     let messages: Vec<Vec<Value>> = bodies.iter().map(unmarked_messages).collect();
     // Calls 1 and 2: the task is still there, no note.
-    assert_eq!(messages[0], [task.clone()]);
+    assert_eq!(messages[0], std::slice::from_ref(&task));
     assert_eq!(messages[1][0], task);
     assert_eq!(messages[1].len(), 3);
     // Call 3: the task and the first step are evicted; the note opens the history.
