@@ -142,7 +142,9 @@ impl ContainerSandbox {
     /// at or under them (or removals of a folder that holds one) fail with
     /// [`SandboxError::ReadOnly`], also when reached through a symbolic link inside the root.
     /// Each path is relative to the root and parsed as a [`SandboxPath`] (`a/./b` is
-    /// `a/b`); `""` protects the whole root. Replaces earlier protected paths.
+    /// `a/b`); `""` protects the whole root. Adds to the paths protected before: calling
+    /// it with `[".git"]` then `["secrets"]` protects both (a path already protected is
+    /// kept once).
     ///
     /// # Errors
     /// What [`SandboxPath::parse`] refuses, for the first path that does not parse:
@@ -154,11 +156,8 @@ impl ContainerSandbox {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        let protected = paths
-            .into_iter()
-            .map(|p| SandboxPath::parse(p.as_ref()))
-            .collect::<Result<_, _>>()?;
-        Arc::make_mut(&mut self.inner).protected = protected;
+        let added = parse_protected(paths)?;
+        add_protected(&mut Arc::make_mut(&mut self.inner).protected, added);
         Ok(self)
     }
 
@@ -306,11 +305,50 @@ impl Sandbox for ContainerSandbox {
     }
 }
 
+/// Parses protected paths, all or none.
+///
+/// # Errors
+/// What [`SandboxPath::parse`] refuses, for the first path that does not parse.
+pub(crate) fn parse_protected<I, S>(paths: I) -> Result<Vec<SandboxPath>, SandboxError>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<str>,
+{
+    paths
+        .into_iter()
+        .map(|p| SandboxPath::parse(p.as_ref()))
+        .collect()
+}
+
+/// Adds `added` to the protected paths `to`, in order, skipping those already there.
+pub(crate) fn add_protected(to: &mut Vec<SandboxPath>, added: Vec<SandboxPath>) {
+    for path in added {
+        if !to.contains(&path) {
+            to.push(path);
+        }
+    }
+}
+
 /// The most symbolic links one write resolution follows: 40, as Linux (`MAXSYMLINKS`).
 const MAX_LINK_FOLLOWS: usize = 40;
 
 /// Linux's "too many levels of symbolic links".
 const ELOOP: i32 = 40;
+
+/// What the model reads for `ELOOP` (after `cannot OP `PATH`: `), in both sandboxes.
+const LINK_LOOP: &str = "the path leads into a symbolic-link loop (too many levels of \
+     symbolic links); fix or remove the link that loops (ls marks links with `@`), or use \
+     another path";
+
+/// The error for operation `op` on `path` (as shown) when resolving it meets a loop of
+/// symbolic links (`ELOOP`, or more than 40 links in one resolution).
+pub(crate) fn link_loop(op: &'static str, path: String) -> SandboxError {
+    SandboxError::Io {
+        op,
+        path,
+        source: io::Error::other(LINK_LOOP),
+    }
+}
 
 /// A relative path with only normal components (cap-std gives `.` or `` for the root).
 pub(crate) fn normal(path: &Path) -> PathBuf {
@@ -333,6 +371,9 @@ pub(crate) fn io_error(path: &SandboxPath, op: &'static str, e: io::Error) -> Sa
     let path = path.display().to_string();
     if is_escape(&e) {
         return SandboxError::OutsideRoot { path };
+    }
+    if e.raw_os_error() == Some(ELOOP) {
+        return link_loop(op, path);
     }
     match e.kind() {
         io::ErrorKind::NotFound => SandboxError::NotFound { path },
@@ -605,11 +646,7 @@ impl Inner {
         }
         // A dangling link: the write would create its target.
         if links >= MAX_LINK_FOLLOWS {
-            return Err(SandboxError::Io {
-                op: "write",
-                path: shown.display().into(),
-                source: io::Error::from_raw_os_error(ELOOP),
-            });
+            return Err(link_loop("write", shown.display().into()));
         }
         let target = self
             .dir

@@ -33,6 +33,7 @@ use halo_core::sandbox::{
 };
 use ignore::gitignore::Gitignore;
 
+use crate::container::{add_protected, link_loop, parse_protected};
 use crate::search::{
     GrepQuery, MAX_GITIGNORE_BYTES, Smallest, compile_glob, gitignore_rules, is_ignored, join,
 };
@@ -162,8 +163,9 @@ impl VirtualSandbox {
     /// at or under them, or a removal of a folder that holds one, fail with
     /// [`SandboxError::ReadOnly`], also when reached through a symbolic link. Each path is
     /// relative to the root and parsed as a [`SandboxPath`] (`a/./b` is `a/b`); `""`
-    /// protects the whole root. [`Sandbox::stat`] reports them `read_only`. Replaces
-    /// earlier protected paths.
+    /// protects the whole root. [`Sandbox::stat`] reports them `read_only`. Adds to the
+    /// paths protected before: `[".git"]` then `["secrets"]` protects both (a path already
+    /// protected is kept once).
     ///
     /// # Errors
     /// As [`ContainerSandbox::with_protected_paths`](crate::ContainerSandbox::with_protected_paths):
@@ -175,10 +177,10 @@ impl VirtualSandbox {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        self.protected = paths
-            .into_iter()
-            .map(|p| SandboxPath::parse(p.as_ref()))
-            .collect::<Result<_, _>>()?;
+        let added = parse_protected(paths)?;
+        let mut protected = self.protected.to_vec();
+        add_protected(&mut protected, added);
+        self.protected = protected.into();
         Ok(self)
     }
 
@@ -462,8 +464,9 @@ enum Errno {
 
 impl Errno {
     /// The sandbox error for operation `op` on `path`, as the container maps the same
-    /// `errno`. The two that stay [`SandboxError::Io`] carry Linux's own message, so both
-    /// sandboxes print the same text on any platform.
+    /// `errno`. `EEXIST` stays [`SandboxError::Io`] with Linux's own message and `ELOOP`
+    /// has the container's ([`link_loop`]), so both sandboxes print the same text on any
+    /// platform.
     fn at(self, op: &'static str, path: &SandboxPath) -> SandboxError {
         let path = path.display().to_string();
         let io = |kind, message: &str| SandboxError::Io {
@@ -478,10 +481,7 @@ impl Errno {
             Errno::NotEmpty => SandboxError::DirectoryNotEmpty { path },
             Errno::Escape => SandboxError::OutsideRoot { path },
             Errno::Exist => io(io::ErrorKind::AlreadyExists, "File exists (os error 17)"),
-            Errno::Loop => io(
-                io::ErrorKind::Other,
-                "Too many levels of symbolic links (os error 40)",
-            ),
+            Errno::Loop => link_loop(op, path),
         }
     }
 }

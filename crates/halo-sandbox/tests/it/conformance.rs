@@ -282,7 +282,11 @@ fn not_dir(path: &str) -> Failure {
 fn symlink_loop(op: &str, path: &str) -> Failure {
     failure(
         "Io",
-        &format!("cannot {op} `{path}`: Too many levels of symbolic links (os error 40)"),
+        &format!(
+            "cannot {op} `{path}`: the path leads into a symbolic-link loop (too many levels \
+             of symbolic links); fix or remove the link that loops (ls marks links with `@`), \
+             or use another path"
+        ),
     )
 }
 
@@ -1652,4 +1656,68 @@ async fn protected_paths_that_do_not_parse_are_refused_alike() {
     );
     let long = "a/".repeat(3000);
     assert!(alike(&[long.as_str()]).is_err_and(|e| e.contains("over the")));
+}
+
+#[tokio::test]
+async fn protected_paths_add_up_across_calls() {
+    // Trigger: a second `with_protected_paths(["secrets"])` replaced `[".git"]`, leaving
+    // `.git` writable.
+    let tree: &[E] = &[
+        E::File(".git/config", b"[core]\n"),
+        E::File("secrets/key", b"k\n"),
+    ];
+    let shown = |paths: &[SandboxPath]| {
+        paths
+            .iter()
+            .map(|p| p.as_str().to_string())
+            .collect::<Vec<_>>()
+    };
+    let mut virtual_sb = VirtualSandbox::new();
+    for e in tree {
+        if let E::File(path, content) = *e {
+            virtual_sb = virtual_sb.with_file(path, content).expect("virtual tree");
+        }
+    }
+    let virtual_sb = virtual_sb
+        .with_protected_paths([".git"])
+        .and_then(|s| s.with_protected_paths(["secrets", ".git"]))
+        .expect("virtual");
+    let container = container_subject(tree, &[]);
+    let root = container.outer.as_ref().expect("outer").path().join("root");
+    let container_sb = ContainerSandbox::new(&root)
+        .and_then(|s| s.with_protected_paths([".git"]))
+        .and_then(|s| s.with_protected_paths(["secrets", ".git"]))
+        .expect("container");
+    assert_eq!(shown(virtual_sb.protected_paths()), [".git", "secrets"]);
+    assert_eq!(shown(container_sb.protected_paths()), [".git", "secrets"]);
+    let subjects = [
+        Subject {
+            name: "virtual",
+            sandbox: Arc::new(virtual_sb),
+            outer: None,
+        },
+        Subject {
+            name: "container",
+            sandbox: Arc::new(container_sb),
+            outer: container.outer,
+        },
+    ];
+    for s in &subjects {
+        let got = (
+            write(s, ".git/config", "x").await,
+            write(s, "secrets/key", "x").await,
+            write(s, "notes.txt", "x").await,
+        );
+        let secrets = failure(
+            "ReadOnly",
+            "`secrets/key` is read-only in this sandbox (protected path `secrets`)",
+        );
+        assert_eq!(
+            got,
+            (Err(read_only(".git/config")), Err(secrets), Ok(())),
+            "{}",
+            s.name
+        );
+        assert!(s.outside_intact());
+    }
 }

@@ -610,7 +610,10 @@ async fn no_tool_reaches_outside_the_root_or_into_protected_git() {
         "read",
         json!({"path": "loop_a"}),
         Expect::Refused(
-            "cannot stat `loop_a`: Too many levels of symbolic links (os error 40)".into(),
+            "cannot stat `loop_a`: the path leads into a symbolic-link loop (too many levels \
+             of symbolic links); fix or remove the link that loops (ls marks links with `@`), \
+             or use another path"
+                .into(),
         ),
     )
     .await;
