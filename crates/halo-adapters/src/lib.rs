@@ -19,8 +19,8 @@ pub mod local;
 #[cfg(feature = "sim")]
 pub mod sim;
 
-/// The text of the user turn the Anthropic and Gemini adapters insert where a trimmed
-/// history would open with a model turn.
+/// The text of the user turn the adapters (OpenAI-compatible, Anthropic, Gemini) insert
+/// where a trimmed history would open with a model turn.
 ///
 /// A bounded [`MessageLog`](halo_core::MessageLog) evicts whole units from the front, so
 /// after enough steps the history can start with an assistant turn calling tools, the

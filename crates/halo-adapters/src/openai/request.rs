@@ -170,7 +170,8 @@ struct JsonSchemaFormat<'a> {
 /// Builds the body of one chat-completions request.
 ///
 /// Layout of `messages`: the system message (`prefix.system_text()`, omitted when empty),
-/// then the few-shot turns, then the history. `tools` and `tool_choice` are omitted when
+/// then the few-shot turns, then [`TRIMMED_HISTORY_NOTE`](crate::TRIMMED_HISTORY_NOTE) as a
+/// user turn when the history opens with an assistant turn, then the history. `tools` and `tool_choice` are omitted when
 /// the prefix has no tools.
 ///
 /// # Errors
@@ -191,7 +192,20 @@ pub(crate) fn build<'a>(
             content: Cow::Owned(system),
         });
     }
-    for message in prefix.few_shot().iter().chain(request.history) {
+    for message in prefix.few_shot() {
+        messages.push(wire_message(cfg, message)?);
+    }
+    // A trimmed log can open with an assistant turn (its user message evicted); DeepSeek's
+    // reasoner refuses a first non-system message that is not the user's ("The first
+    // message (except the system message) of deepseek-reasoner must be a user message"),
+    // so every profile puts the same fixed user turn first, as the Anthropic and Gemini
+    // adapters do. The same bytes every call: the cache keeps matching.
+    if matches!(request.history.first(), Some(Message::Assistant(_))) {
+        messages.push(WireMessage::User {
+            content: UserContent::Text(crate::TRIMMED_HISTORY_NOTE),
+        });
+    }
+    for message in request.history {
         messages.push(wire_message(cfg, message)?);
     }
 

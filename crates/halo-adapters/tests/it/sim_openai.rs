@@ -656,3 +656,56 @@ async fn ledger_sees_one_expected_miss_for_a_new_tool_and_a_bust_for_a_dropped_c
     let records = sim.records();
     assert!(records[1].cached_tokens >= 1408 && records[3].cached_tokens >= 1408);
 }
+
+// Regression: a log trimmed to its last tool steps opened the request with an assistant
+// turn (the user's task evicted), which DeepSeek's reasoner refuses; the adapter puts the
+// fixed note first, and the same bytes every call keep the cache matching.
+#[tokio::test]
+async fn a_trimmed_history_opens_with_the_note() {
+    let sim = OpenAiSim::deepseek().await.unwrap();
+    let model = OpenAiCompatible::deepseek("deepseek-chat")
+        .api_key("sk-sim")
+        .base_url(sim.base_url())
+        .max_retries(0)
+        .build()
+        .unwrap();
+    sim.set_reply_script(vec![
+        SimReply::tool_call("read", json!({"path": "a.rs"})),
+        SimReply::tool_call("read", json!({"path": "b.rs"})),
+        SimReply::tool_call("read", json!({"path": "c.rs"})),
+        SimReply::tool_call("read", json!({"path": "d.rs"})),
+        SimReply::text("done"),
+    ]);
+    let mut agent = HaloAgent::builder(model)
+        .system(system(200))
+        .tool(Read)
+        .unwrap()
+        .log_capacity(4)
+        .build();
+    let out = agent.generate_text("Read four files.").await.unwrap();
+    assert_eq!(out.text, "done");
+    let firsts: Vec<(String, String)> = sim
+        .requests()
+        .iter()
+        .map(|b| {
+            let m = &b["messages"][1];
+            (
+                m["role"].as_str().unwrap().to_string(),
+                m["content"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let note = (
+        "user".to_string(),
+        halo_adapters::TRIMMED_HISTORY_NOTE.to_string(),
+    );
+    let task = ("user".to_string(), "Read four files.".to_string());
+    // Capacity 4: the task and the first step fit until the second step is logged.
+    assert_eq!(
+        firsts,
+        [task.clone(), task, note.clone(), note.clone(), note]
+    );
+    for b in sim.requests().iter().skip(2) {
+        assert_eq!(b["messages"][2]["role"], "assistant");
+    }
+}
