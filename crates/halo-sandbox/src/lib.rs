@@ -25,7 +25,7 @@
 //! ([`SandboxPath`](halo_core::sandbox::SandboxPath)). Refusals, missing files and bad
 //! patterns become error tool results the model reads ([`SandboxError`] messages); a failing
 //! or timed-out command is reported as data. Every result is bounded (see
-//! [`DEFAULT_OUTPUT_LIMIT`]). The security model — what is confined and what is not — is in
+//! [`DEFAULT_OUTPUT_LIMIT`] and [`NOTES_MARGIN`]). The security model — what is confined and what is not — is in
 //! `docs/sandbox.md`.
 //!
 //! The tools' names, descriptions and JSON Schemas depend only on the [`ToolOptions`] and
@@ -77,5 +77,5 @@ pub use memory::{MAX_SYMLINK_FOLLOWS, VirtualSandbox};
 pub use tools::{
     DEFAULT_EXEC_TIMEOUT, DEFAULT_OUTPUT_LIMIT, DEFAULT_READ_LINES, MAX_EXEC_TIMEOUT,
     MAX_GREP_CONTEXT, MAX_LINE_BYTES, MAX_OPEN_FILE_BYTES, MAX_READ_FILE_BYTES, MAX_RESULTS,
-    MIN_OUTPUT_LIMIT, ToolOptions, tools,
+    MIN_OUTPUT_LIMIT, NOTES_MARGIN, ToolOptions, tools,
 };

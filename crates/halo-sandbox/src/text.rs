@@ -139,32 +139,103 @@ impl HeadTail {
         self.total
     }
 
-    /// The kept bytes as text. When bytes were dropped, a character cut in two at the end
-    /// of the head or the start of the tail is dropped too, and the two parts are joined
-    /// by a line `[... N bytes omitted ...]`. Other invalid UTF-8 is replaced with U+FFFD.
+    /// The kept bytes as text, at most `limit` bytes plus the marker line. When bytes were
+    /// dropped, a character cut in two at the end of the head or the start of the tail is
+    /// dropped too, and the two parts are joined by a line `[... N bytes omitted ...]`.
+    /// Other invalid UTF-8 is shown as U+FFFD (3 bytes for as few as 1): when that makes
+    /// the text longer than `limit`, more is dropped from the middle, so the head stays
+    /// within `limit / 2` bytes of text and the tail within the rest.
     pub(crate) fn finish(self) -> Kept {
         let (head, tail) = (self.head, Vec::from(self.tail));
-        let kept = (head.len() + tail.len()) as u64;
-        if kept == self.total {
-            let mut all = head;
+        if (head.len() + tail.len()) as u64 == self.total {
+            let mut all = head.clone();
             all.extend_from_slice(&tail);
-            return Kept {
-                text: String::from_utf8_lossy(&all).into_owned(),
-                dropped: 0,
-            };
+            let text = String::from_utf8_lossy(&all);
+            if text.len() <= self.head_cap + self.tail_cap {
+                return Kept {
+                    text: text.into_owned(),
+                    dropped: 0,
+                };
+            }
         }
         let head = &head[..complete_prefix_len(&head)];
         let tail = &tail[partial_suffix_start(&tail)..];
-        let dropped = self.total - (head.len() + tail.len()) as u64;
+        let (head_text, head_used) = decode_head(head, self.head_cap);
+        let (tail_text, tail_used) = decode_tail(tail, self.tail_cap);
+        let dropped = self.total - (head_used + tail_used) as u64;
         Kept {
-            text: format!(
-                "{}\n[... {dropped} bytes omitted ...]\n{}",
-                String::from_utf8_lossy(head),
-                String::from_utf8_lossy(tail)
-            ),
+            text: format!("{head_text}\n[... {dropped} bytes omitted ...]\n{tail_text}"),
             dropped,
         }
     }
+}
+
+/// What invalid UTF-8 is shown as, as `String::from_utf8_lossy` does: U+FFFD, 3 bytes.
+const REPLACEMENT: &str = "\u{FFFD}";
+
+/// The text of the longest start of `bytes` whose text (invalid UTF-8 shown as U+FFFD)
+/// fits in `budget` bytes, and how many bytes of `bytes` it shows.
+fn decode_head(bytes: &[u8], budget: usize) -> (String, usize) {
+    let mut text = String::new();
+    let mut used = 0;
+    for chunk in bytes.utf8_chunks() {
+        let valid = chunk.valid();
+        let room = budget - text.len();
+        if valid.len() > room {
+            let mut end = room;
+            while !valid.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.push_str(&valid[..end]);
+            return (text, used + end);
+        }
+        text.push_str(valid);
+        used += valid.len();
+        let invalid = chunk.invalid();
+        if !invalid.is_empty() {
+            if budget - text.len() < REPLACEMENT.len() {
+                return (text, used);
+            }
+            text.push_str(REPLACEMENT);
+            used += invalid.len();
+        }
+    }
+    (text, used)
+}
+
+/// The text of the longest end of `bytes` whose text (invalid UTF-8 shown as U+FFFD) fits
+/// in `budget` bytes, and how many bytes of `bytes` it shows.
+fn decode_tail(bytes: &[u8], budget: usize) -> (String, usize) {
+    // Pieces of text from the end backwards.
+    let mut pieces: Vec<&str> = Vec::new();
+    let mut len = 0;
+    let mut used = 0;
+    for chunk in bytes.utf8_chunks().collect::<Vec<_>>().into_iter().rev() {
+        let invalid = chunk.invalid();
+        if !invalid.is_empty() {
+            if budget - len < REPLACEMENT.len() {
+                break;
+            }
+            pieces.push(REPLACEMENT);
+            len += REPLACEMENT.len();
+            used += invalid.len();
+        }
+        let valid = chunk.valid();
+        let room = budget - len;
+        if valid.len() > room {
+            let mut start = valid.len() - room;
+            while !valid.is_char_boundary(start) {
+                start += 1;
+            }
+            pieces.push(&valid[start..]);
+            used += valid.len() - start;
+            break;
+        }
+        pieces.push(valid);
+        len += valid.len();
+        used += valid.len();
+    }
+    (pieces.into_iter().rev().collect(), used)
 }
 
 /// The length of `b` without a UTF-8 character cut short at its end.
@@ -271,5 +342,25 @@ mod tests {
         assert_eq!(complete_prefix_len("a😀".as_bytes()), 5);
         assert_eq!(complete_prefix_len(&"a😀".as_bytes()[..4]), 1);
         assert_eq!(partial_suffix_start(&"😀a".as_bytes()[1..]), 3);
+    }
+
+    #[test]
+    fn invalid_utf8_shown_as_u_fffd_stays_within_the_limit() {
+        // Trigger: each invalid byte became a 3-byte U+FFFD after the byte cut, so 16 KiB
+        // of binary output grew to 48 KiB of text.
+        let (out, dropped) = kept(8, &[&[0xFF; 8]]);
+        assert_eq!(out, "\u{FFFD}\n[... 6 bytes omitted ...]\n\u{FFFD}");
+        assert_eq!(dropped, 6);
+        let (out, dropped) = kept(8, &[b"ab\xFFcd\xFFef"]);
+        assert_eq!(out, "ab\n[... 4 bytes omitted ...]\nef");
+        assert_eq!(dropped, 4);
+        // Dropped anyway: the head and the tail each keep their share of text.
+        let mut noisy = b"a\xFF".repeat(100);
+        noisy.extend_from_slice(b"end");
+        let (out, dropped) = kept(12, &[&noisy]);
+        assert_eq!(out, "a\u{FFFD}a\n[... 196 bytes omitted ...]\n\u{FFFD}end");
+        assert_eq!(dropped, 196);
+        // Text that fits after replacement is kept whole.
+        assert_eq!(kept(8, &[b"ab\xFFcd"]), ("ab\u{FFFD}cd".into(), 0));
     }
 }

@@ -3,15 +3,24 @@
 use futures::future::BoxFuture;
 use halo_core::{ToolCall, ToolHook, ToolResult};
 
-/// The default bound of [`OutputTruncation`]: 32 KiB, the sandbox tools' own output limit.
-pub const DEFAULT_RESULT_LIMIT: usize = 32 * 1024;
+use crate::tools::{DEFAULT_OUTPUT_LIMIT, NOTES_MARGIN, ToolOptions};
+
+/// The default bound of [`OutputTruncation`], in bytes: 33 KiB, the sandbox tools' default
+/// output limit ([`DEFAULT_OUTPUT_LIMIT`], 32 KiB) plus the room their notes may take
+/// ([`NOTES_MARGIN`], 1 KiB).
+///
+/// So a tool set built with the default [`ToolOptions`] is never cut a second time: a
+/// `read` that stopped at the output limit keeps the lines its note names, and `bash` keeps
+/// both stream headers. For another output limit use [`OutputTruncation::for_tools`].
+pub const DEFAULT_RESULT_LIMIT: usize = DEFAULT_OUTPUT_LIMIT + NOTES_MARGIN;
 
 /// The smallest bound [`OutputTruncation::new`] accepts (smaller ones are raised to it): room
 /// for the note and a little text on both sides of it.
 pub const MIN_RESULT_LIMIT: usize = 256;
 
 /// An after-hook that bounds every tool result to a number of bytes, for user tools and MCP
-/// tools that do not bound their own output (the sandbox's tools do).
+/// tools that do not bound their own output (the sandbox's tools do, and pass unchanged
+/// through the default bound or [`for_tools`](Self::for_tools)).
 ///
 /// A longer result keeps its first and last bytes, cut on UTF-8 character boundaries, with a
 /// line `[... N bytes omitted ...]` between them (the note the sandbox's `bash` uses); the
@@ -32,6 +41,7 @@ pub struct OutputTruncation {
 }
 
 impl Default for OutputTruncation {
+    /// Bounds results to [`DEFAULT_RESULT_LIMIT`] bytes.
     fn default() -> Self {
         Self::new(DEFAULT_RESULT_LIMIT)
     }
@@ -43,6 +53,23 @@ impl OutputTruncation {
         OutputTruncation {
             max_bytes: max_bytes.max(MIN_RESULT_LIMIT),
         }
+    }
+
+    /// Bounds results to what the tools built with `options` may return: their output
+    /// limit plus [`NOTES_MARGIN`]. Their own results pass unchanged; other tools' results
+    /// get the same bound.
+    ///
+    /// ```
+    /// use halo_sandbox::ToolOptions;
+    /// use halo_sandbox::policy::{DEFAULT_RESULT_LIMIT, OutputTruncation};
+    ///
+    /// let options = ToolOptions::default().with_output_limit(8 * 1024);
+    /// assert_eq!(OutputTruncation::for_tools(&options).max_bytes(), 9 * 1024);
+    /// let default = OutputTruncation::for_tools(&ToolOptions::default());
+    /// assert_eq!(default.max_bytes(), DEFAULT_RESULT_LIMIT);
+    /// ```
+    pub fn for_tools(options: &ToolOptions) -> Self {
+        Self::new(options.output_limit().saturating_add(NOTES_MARGIN))
     }
 
     /// The bound, in bytes.

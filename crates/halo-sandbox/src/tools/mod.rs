@@ -36,8 +36,19 @@ pub const MAX_EXEC_TIMEOUT: Duration = Duration::from_secs(600);
 /// Every tool stops adding lines (file lines, paths, matches, diff lines) before its result
 /// passes the bound and says so in a closing note; `bash` keeps the head and the tail of
 /// each of stdout and stderr within half the bound per stream. A result is at most the
-/// bound plus notes of under 300 bytes.
+/// bound plus [`NOTES_MARGIN`] bytes of notes.
 pub const DEFAULT_OUTPUT_LIMIT: usize = 32 * 1024;
+
+/// The most bytes a tool adds to a result beyond its output limit, in bytes: 1 KiB.
+///
+/// That is room for every note a tool puts next to the bounded text: `read`'s closing notes
+/// (where to read on, a file that is not UTF-8), the closing note of `ls`, `glob`, `grep`
+/// and `edit`'s diff, and `bash`'s status line, stream headers, `[... N bytes omitted ...]`
+/// markers and the note about held pipes (about 400 bytes in the worst case). So a result
+/// of a tool set with output limit `L` is at most `L + NOTES_MARGIN` bytes, and
+/// [`OutputTruncation::for_tools`](crate::policy::OutputTruncation::for_tools) (or its
+/// default, for the default limit) passes every such result unchanged.
+pub const NOTES_MARGIN: usize = 1024;
 
 /// The smallest output limit [`ToolOptions::with_output_limit`] accepts: 4 KiB, room for
 /// one line cut at [`MAX_LINE_BYTES`].

@@ -198,3 +198,49 @@ fn the_environment_is_scrubbed() {
     );
     assert!(stdout.contains("environment scrub checked"), "{stdout}");
 }
+
+// Trigger: each invalid byte kept of a stream became a 3-byte U+FFFD after the byte cut, so
+// binary output made a result three times the output limit.
+#[tokio::test]
+async fn a_result_stays_within_the_output_limit_plus_the_notes_margin() {
+    let f = Fixture::new();
+    let binary = "head -c 100000 /dev/zero | tr '\\0' '\\377'";
+    let out = f
+        .ok(
+            "bash",
+            json!({"command": format!("{binary}; {binary} >&2; sleep 5"), "timeout_secs": 1}),
+        )
+        .await;
+    assert!(
+        out.len() <= halo_sandbox::DEFAULT_OUTPUT_LIMIT + halo_sandbox::NOTES_MARGIN,
+        "{} bytes",
+        out.len()
+    );
+    assert!(out.starts_with("timed out after 1 s"), "{out}");
+    // Each stream keeps its share of text, U+FFFD for each invalid byte.
+    let stdout = out
+        .split_once("\nstdout:\n")
+        .and_then(|(_, rest)| rest.split_once("\nstderr:\n"))
+        .map(|(stdout, _)| stdout)
+        .expect("both streams");
+    let (head, rest) = stdout.split_once("\n[... ").expect("omission marker");
+    let (dropped, tail) = rest
+        .split_once(" bytes omitted ...]\n")
+        .expect("marker end");
+    let shown = |s: &str| s.chars().filter(|&c| c == '\u{fffd}').count();
+    assert_eq!(head.len(), shown(head) * 3);
+    assert!(
+        head.len() <= 8 * 1024 && head.len() > 8 * 1024 - 3,
+        "{}",
+        head.len()
+    );
+    assert!(
+        tail.len() <= 8 * 1024 && tail.len() > 8 * 1024 - 3,
+        "{}",
+        tail.len()
+    );
+    assert_eq!(
+        dropped.parse::<usize>().unwrap() + shown(head) + shown(tail),
+        100_000
+    );
+}
