@@ -33,12 +33,22 @@ use crate::text::strip_eol;
 /// ignored whole.
 pub(crate) const MAX_GITIGNORE_BYTES: u64 = 1024 * 1024;
 
-/// Refuses a glob pattern that is absolute or has a `..` segment: it could never match a
-/// path under the search folder, and the model should hear why.
+/// Refuses a glob pattern that is empty, absolute or has a `..` segment: it could never
+/// match a path under the search folder, and the model should hear why.
 ///
 /// # Errors
-/// [`SandboxError::OutsideRoot`] naming the pattern.
+/// [`SandboxError::InvalidPattern`] for an empty pattern, [`SandboxError::OutsideRoot`]
+/// naming the pattern for the others.
 pub(crate) fn check_pattern(pattern: &str) -> Result<(), SandboxError> {
+    if pattern.is_empty() {
+        return Err(SandboxError::InvalidPattern {
+            kind: "glob",
+            pattern: String::new(),
+            message: "the pattern is empty; give one such as `**/*.rs` (every .rs file) or \
+                      `*` (the files in the folder)"
+                .into(),
+        });
+    }
     let climbs = pattern
         .split(['/', '{', '}', ','])
         .any(|segment| segment == "..");
@@ -165,15 +175,23 @@ impl GrepQuery {
     /// # Errors
     /// [`SandboxError::InvalidPattern`] for a bad regex; as [`compile_glob`] for the filter.
     pub(crate) fn new(req: &GrepRequest) -> Result<Self, SandboxError> {
+        let invalid = |message: String| SandboxError::InvalidPattern {
+            kind: "regex",
+            pattern: req.pattern.clone(),
+            message,
+        };
+        // grep-regex reports errors in the pattern it wraps (`(?:…)`), at shifted
+        // positions; parse the pattern as given first.
+        regex_syntax::ParserBuilder::new()
+            .case_insensitive(req.ignore_case)
+            .build()
+            .parse(&req.pattern)
+            .map_err(|e| invalid(regex_error(&req.pattern, &e)))?;
         let matcher = RegexMatcherBuilder::new()
             .case_insensitive(req.ignore_case)
             .line_terminator(Some(b'\n'))
             .build(&req.pattern)
-            .map_err(|e| SandboxError::InvalidPattern {
-                kind: "regex",
-                pattern: req.pattern.clone(),
-                message: e.to_string(),
-            })?;
+            .map_err(|e| invalid(e.to_string()))?;
         let filter = match &req.glob {
             Some(g) => Some((compile_glob(g)?, g.contains('/'))),
             None => None,
@@ -249,6 +267,49 @@ impl GrepQuery {
         let _ = searcher.search_reader(&self.matcher, bytes, &mut sink);
         sink.lines
     }
+}
+
+/// The most characters of a regex an error message quotes.
+const SHOWN_CHARS: usize = 40;
+
+/// What is wrong with `pattern`, where, and what to do, in one line: `unclosed group at
+/// character 1 (`(`); to match ...`.
+fn regex_error(pattern: &str, e: &regex_syntax::Error) -> String {
+    let (kind, span, syntax) = match e {
+        regex_syntax::Error::Parse(e) => (e.kind().to_string(), *e.span(), true),
+        regex_syntax::Error::Translate(e) => (e.kind().to_string(), *e.span(), false),
+        other => return other.to_string().replace('\n', " "),
+    };
+    let (start, end) = (span.start.offset, span.end.offset.max(span.start.offset));
+    let at = match pattern.get(start..end) {
+        _ if start >= pattern.len() => "at the end of the pattern".to_string(),
+        Some(text) if !text.is_empty() => {
+            let shown: String = text.chars().take(SHOWN_CHARS).collect();
+            let more = if shown.len() < text.len() { "…" } else { "" };
+            format!("at character {} (`{shown}{more}`)", span.start.column)
+        }
+        // An empty span names the character that starts there.
+        _ => {
+            let c = pattern[start..].chars().next().unwrap_or_default();
+            format!("at character {} (`{c}`)", span.start.column)
+        }
+    };
+    let at = if span.start.line > 1 {
+        at.replacen(
+            "at character",
+            &format!("at line {}, character", span.start.line),
+            1,
+        )
+    } else {
+        at
+    };
+    let advice = if syntax {
+        "; to match a special character ( ) [ ] { } . * + ? | ^ $ \\ literally, escape it \
+         with \\ (`\\(` matches `(`)"
+    } else {
+        ""
+    };
+    format!("{kind} {at}{advice}")
 }
 
 /// The lines of one file's search.

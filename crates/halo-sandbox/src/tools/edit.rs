@@ -68,10 +68,11 @@ impl Tool for EditTool {
                 "old_string and new_string are the same; there is nothing to change".into(),
             ));
         }
-        let bytes = read_text_file(&self.ctx, &path, MAX_OPEN_FILE_BYTES).await?;
+        let bytes = read_text_file(&self.ctx, &path, MAX_OPEN_FILE_BYTES, "edited").await?;
         let old = String::from_utf8(bytes).map_err(|_| {
             ToolError::Failed(format!(
-                "`{path}` is not valid UTF-8 text; edit only changes text files"
+                "`{path}` is not valid UTF-8 text (perhaps Latin-1 or another encoding); edit \
+                 only changes UTF-8 files: to change it, write its whole new content"
             ))
         })?;
         let count = old.matches(&args.old_string).count();

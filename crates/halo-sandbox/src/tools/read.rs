@@ -68,7 +68,7 @@ impl Tool for ReadTool {
         } else {
             MAX_OPEN_FILE_BYTES
         };
-        let bytes = read_text_file(&self.ctx, &path, limit).await?;
+        let bytes = read_text_file(&self.ctx, &path, limit, "read").await?;
         let text = number_lines(
             &path,
             &bytes,
@@ -80,15 +80,23 @@ impl Tool for ReadTool {
     }
 }
 
-/// The bytes of a regular text file of at most `limit` bytes; refuses folders, FIFOs,
-/// larger files and binary files (a NUL byte in the first [`BINARY_CHECK_BYTES`]) with a
-/// message that says what to do.
+/// The bytes of a regular text file of at most `limit` bytes, for the tool that will
+/// `verb` it (`read`, `edited`); refuses folders, FIFOs, larger files and binary files (a
+/// NUL byte in the first [`BINARY_CHECK_BYTES`]) with a message that says what to do.
 pub(super) async fn read_text_file(
     ctx: &Ctx,
     path: &SandboxPath,
     limit: u64,
+    verb: &str,
 ) -> Result<Vec<u8>, ToolError> {
-    let meta = ctx.sandbox.stat_boxed(path).await.map_err(failed)?;
+    let meta = ctx.sandbox.stat_boxed(path).await.map_err(|e| match e {
+        // `a.txt/b`: a component before the last is not a folder.
+        SandboxError::NotDirectory { .. } => ToolError::Failed(format!(
+            "`{path}` does not exist: a folder in its path is a file; use ls or glob to find \
+             the right path"
+        )),
+        e => failed(e),
+    })?;
     match meta.kind {
         FileKind::File => {}
         FileKind::Dir => {
@@ -128,7 +136,7 @@ pub(super) async fn read_text_file(
     if bytes[..bytes.len().min(BINARY_CHECK_BYTES)].contains(&0) {
         return Err(ToolError::Failed(format!(
             "`{path}` looks like a binary file (it contains NUL bytes); only text files can \
-             be read"
+             be {verb}"
         )));
     }
     Ok(bytes)
@@ -172,7 +180,7 @@ fn number_lines(
         )));
     }
     let last = start + shown.saturating_sub(1);
-    let note = if full {
+    let read_on = if full {
         Some(format!(
             "[output limit reached: showing lines {start}-{last}; call read with offset={} to read more]",
             last + 1
@@ -185,5 +193,17 @@ fn number_lines(
     } else {
         None
     };
+    let encoding = std::str::from_utf8(bytes)
+        .is_err()
+        .then(|| NOT_UTF8_NOTE.to_string());
+    let note = match (encoding, read_on) {
+        (Some(a), Some(b)) => Some(format!("{a}\n{b}")),
+        (a, b) => a.or(b),
+    };
     Ok(out.finish(note))
 }
+
+/// The note `read` adds for a file that is not valid UTF-8.
+const NOT_UTF8_NOTE: &str = "[the file is not valid UTF-8 (perhaps Latin-1 or another \
+     encoding): invalid bytes are shown as U+FFFD (\u{FFFD}); edit refuses this file, and write \
+     would replace all of its original bytes with the UTF-8 text you give]";

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use halo_core::sandbox::SandboxError;
 use halo_core::{Tool, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -48,7 +49,16 @@ impl Tool for WriteTool {
             .sandbox
             .write_boxed(&path, args.content.into_bytes())
             .await
-            .map_err(failed)?;
+            .map_err(|e| match e {
+                // The sandbox names the file that stands where a folder should be.
+                SandboxError::NotDirectory { path: file } if file != path.display() => {
+                    ToolError::Failed(format!(
+                        "cannot write `{path}`: `{file}` is a file, not a folder; choose another \
+                         path, or remove that file first"
+                    ))
+                }
+                e => failed(e),
+            })?;
         Ok(ToolOutput::text(format!("wrote {len} bytes to `{path}`")))
     }
 }

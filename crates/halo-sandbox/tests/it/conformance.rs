@@ -1407,7 +1407,8 @@ async fn tools_refuse_the_same_paths_with_the_same_messages() {
          to replace exactly, with its whitespace and indentation",
         "failed: `src/lib.rs` is not a directory",
         "failed: path `../*` is outside the sandbox root; use a path relative to the root",
-        "failed: invalid regex `(`: regex parse error:\n    (?:()\n    ^\nerror: unclosed group",
+        "failed: invalid regex `(`: unclosed group at character 1 (`(`); to match a special \
+         character ( ) [ ] { } . * + ? | ^ $ \\ literally, escape it with \\ (`\\(` matches `(`)",
         "ok:      1\t[core]",
     ];
     assert_eq!(got, expected);
@@ -1720,4 +1721,93 @@ async fn protected_paths_add_up_across_calls() {
         );
         assert!(s.outside_intact());
     }
+}
+
+// Trigger: messages that said what was wrong but not what to do (a write under a file, a
+// link loop), or in the wrong words (an invalid regex shown inside grep-regex's `(?:…)`
+// wrapper, "only text files can be read" from edit, "no files match ``" for an empty glob,
+// a Latin-1 file read with U+FFFD and no word why).
+#[tokio::test]
+async fn tools_say_what_to_do_alike() {
+    let tree: &[E] = &[
+        E::File("notes.txt", b"note\n"),
+        E::File("bin.dat", b"ab\0cd"),
+        E::File("latin1.txt", b"caf\xe9\n"),
+        E::Link("loop_a", "loop_b"),
+        E::Link("loop_b", "loop_a"),
+    ];
+    let got = tool_calls(
+        tree,
+        &[],
+        &[
+            ("write", json!({"path": "notes.txt/a.md", "content": "x"})),
+            ("read", json!({"path": "notes.txt/a.md"})),
+            ("read", json!({"path": "loop_a"})),
+            ("write", json!({"path": "loop_a", "content": "x"})),
+            (
+                "edit",
+                json!({"path": "bin.dat", "old_string": "ab", "new_string": "x"}),
+            ),
+            ("read", json!({"path": "latin1.txt"})),
+            (
+                "edit",
+                json!({"path": "latin1.txt", "old_string": "caf", "new_string": "x"}),
+            ),
+            ("glob", json!({"pattern": ""})),
+            ("grep", json!({"pattern": "note", "glob": ""})),
+            ("grep", json!({"pattern": "foo(bar"})),
+            ("grep", json!({"pattern": "a)"})),
+            ("grep", json!({"pattern": "*abc"})),
+            ("grep", json!({"pattern": "x{2,1}"})),
+            ("grep", json!({"pattern": "\\p{Foo}"})),
+            ("grep", json!({"pattern": "[a-"})),
+        ],
+    )
+    .await;
+    let escape = "to match a special character ( ) [ ] { } . * + ? | ^ $ \\ literally, escape \
+                  it with \\ (`\\(` matches `(`)";
+    let loop_ = "the path leads into a symbolic-link loop (too many levels of symbolic links); \
+                 fix or remove the link that loops (ls marks links with `@`), or use another path";
+    let empty_glob = "failed: invalid glob ``: the pattern is empty; give one such as `**/*.rs` \
+                      (every .rs file) or `*` (the files in the folder)";
+    let expected = [
+        "failed: cannot write `notes.txt/a.md`: `notes.txt` is a file, not a folder; choose \
+         another path, or remove that file first"
+            .to_string(),
+        "failed: `notes.txt/a.md` does not exist: a folder in its path is a file; use ls or \
+         glob to find the right path"
+            .to_string(),
+        format!("failed: cannot stat `loop_a`: {loop_}"),
+        format!("failed: cannot write `loop_a`: {loop_}"),
+        "failed: `bin.dat` looks like a binary file (it contains NUL bytes); only text files \
+         can be edited"
+            .to_string(),
+        "ok:      1\tcaf\u{fffd}\n\n[the file is not valid UTF-8 (perhaps Latin-1 or another \
+         encoding): invalid bytes are shown as U+FFFD (\u{fffd}); edit refuses this file, and \
+         write would replace all of its original bytes with the UTF-8 text you give]"
+            .to_string(),
+        "failed: `latin1.txt` is not valid UTF-8 text (perhaps Latin-1 or another encoding); \
+         edit only changes UTF-8 files: to change it, write its whole new content"
+            .to_string(),
+        empty_glob.to_string(),
+        empty_glob.to_string(),
+        format!("failed: invalid regex `foo(bar`: unclosed group at character 4 (`(`); {escape}"),
+        format!("failed: invalid regex `a)`: unopened group at character 2 (`)`); {escape}"),
+        format!(
+            "failed: invalid regex `*abc`: repetition operator missing expression at character \
+             1 (`*`); {escape}"
+        ),
+        format!(
+            "failed: invalid regex `x{{2,1}}`: invalid repetition count range, the start must \
+             be <= the end at character 2 (`{{2,1}}`); {escape}"
+        ),
+        "failed: invalid regex `\\p{Foo}`: Unicode property not found at character 1 \
+         (`\\p{Foo}`)"
+            .to_string(),
+        format!(
+            "failed: invalid regex `[a-`: unclosed character class at character 1 (`[`); \
+             {escape}"
+        ),
+    ];
+    assert_eq!(got, expected);
 }

@@ -83,7 +83,7 @@ async fn read_stops_at_the_output_limit() {
 }
 
 #[tokio::test]
-async fn read_cuts_long_lines_and_reads_invalid_utf8_lossily() {
+async fn read_cuts_long_lines_and_reads_invalid_utf8_lossily_with_a_note() {
     let f = Fixture::new();
     f.file("wide.txt", format!("{}\nshort\n", "y".repeat(2500)));
     assert_eq!(
@@ -93,10 +93,14 @@ async fn read_cuts_long_lines_and_reads_invalid_utf8_lossily() {
             "y".repeat(2000)
         )
     );
+    // Trigger: a Latin-1 file read as `caf\u{fffd}` with nothing saying why, or that write
+    // would replace the byte the model never saw.
     f.file("latin1.txt", b"caf\xe9\n");
     assert_eq!(
         f.ok("read", json!({"path": "latin1.txt"})).await,
-        "     1\tcaf\u{fffd}"
+        "     1\tcaf\u{fffd}\n\n[the file is not valid UTF-8 (perhaps Latin-1 or another \
+         encoding): invalid bytes are shown as U+FFFD (\u{fffd}); edit refuses this file, and \
+         write would replace all of its original bytes with the UTF-8 text you give]"
     );
     f.file("empty.txt", "");
     assert_eq!(
@@ -198,11 +202,16 @@ async fn write_refuses_directories() {
             .await,
         "`.` is a directory; use ls to list it"
     );
+    // Trigger: the message was only "`file.txt` is not a directory", with nothing to do.
     f.file("file.txt", "x");
     let under_file = f
         .failed("write", json!({"path": "file.txt/y", "content": "x"}))
         .await;
-    assert_eq!(under_file, "`file.txt` is not a directory");
+    assert_eq!(
+        under_file,
+        "cannot write `file.txt/y`: `file.txt` is a file, not a folder; choose another path, \
+         or remove that file first"
+    );
 }
 
 #[tokio::test]
@@ -341,11 +350,13 @@ async fn edit_refuses_what_it_cannot_change() {
     );
     assert_eq!(
         f.failed("edit", edit("bin.dat", "ab", "x")).await,
-        "`bin.dat` looks like a binary file (it contains NUL bytes); only text files can be read"
+        "`bin.dat` looks like a binary file (it contains NUL bytes); only text files can be \
+         edited"
     );
     assert_eq!(
         f.failed("edit", edit("latin1.txt", "caf", "x")).await,
-        "`latin1.txt` is not valid UTF-8 text; edit only changes text files"
+        "`latin1.txt` is not valid UTF-8 text (perhaps Latin-1 or another encoding); edit only \
+         changes UTF-8 files: to change it, write its whole new content"
     );
     assert_eq!(std::fs::read(f.path("latin1.txt")).unwrap(), b"caf\xe9\n");
 }
