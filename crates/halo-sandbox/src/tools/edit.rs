@@ -1,6 +1,7 @@
 //! `edit`: replaces an exact piece of a text file and shows the change as a unified diff
 //! (computed by the `similar` crate).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use halo_core::{Tool, ToolError, ToolOutput};
@@ -75,12 +76,24 @@ impl Tool for EditTool {
                  only changes UTF-8 files: to change it, write its whole new content"
             ))
         })?;
-        let count = old.matches(&args.old_string).count();
+        let Replace {
+            old_string,
+            new_string,
+            count,
+        } = Replace::in_text(&old, &args.old_string, &args.new_string);
         if count == 0 {
             return Err(ToolError::Failed(format!(
                 "old_string was not found in `{path}`; read the file first and copy the text \
                  to replace exactly, with its whitespace and indentation"
             )));
+        }
+        if old_string == new_string {
+            // `a\nb` for `a\r\nb` in a file with `\r\n` line endings.
+            return Err(ToolError::Failed(
+                "old_string and new_string differ only in line endings, which edit keeps as \
+                 the file has them; there is nothing to change"
+                    .into(),
+            ));
         }
         if count > 1 && !args.replace_all {
             return Err(ToolError::Failed(format!(
@@ -88,7 +101,7 @@ impl Tool for EditTool {
                  to make it unique, or set replace_all to replace every occurrence"
             )));
         }
-        let new = old.replace(&args.old_string, &args.new_string);
+        let new = old.replace(old_string.as_ref(), &new_string);
         self.ctx
             .sandbox
             .write_boxed(&path, new.clone().into_bytes())
@@ -108,6 +121,56 @@ impl Tool for EditTool {
             diff(path.as_str(), &old, &new, limit)
         )))
     }
+}
+
+/// What `edit` replaces in a file's text, with which text, and how often it occurs.
+struct Replace<'a> {
+    old_string: Cow<'a, str>,
+    new_string: Cow<'a, str>,
+    count: usize,
+}
+
+impl<'a> Replace<'a> {
+    /// Matches line endings the way the model sees them: `read` shows lines without their
+    /// `\r`, so in a file with `\r\n` line endings an `old_string` not found as given is
+    /// looked for with its line breaks as `\r\n`. When the file's line breaks are all
+    /// `\r\n`, or when that second look found it, `new_string` is written with `\r\n` too,
+    /// so the file keeps its own line endings.
+    fn in_text(text: &str, old_string: &'a str, new_string: &'a str) -> Self {
+        let crlf = text.contains("\r\n");
+        let all_crlf = crlf
+            && text
+                .match_indices('\n')
+                .all(|(i, _)| i > 0 && text.as_bytes()[i - 1] == b'\r');
+        let count = text.matches(old_string).count();
+        if count > 0 || !crlf || !old_string.contains('\n') {
+            let new_string = if count > 0 && all_crlf {
+                to_crlf(new_string)
+            } else {
+                Cow::Borrowed(new_string)
+            };
+            return Replace {
+                old_string: Cow::Borrowed(old_string),
+                new_string,
+                count,
+            };
+        }
+        let old_crlf = to_crlf(old_string);
+        let count = text.matches(old_crlf.as_ref()).count();
+        Replace {
+            old_string: old_crlf,
+            new_string: to_crlf(new_string),
+            count,
+        }
+    }
+}
+
+/// `text` with every line break as `\r\n` (those already `\r\n` kept as they are).
+fn to_crlf(text: &str) -> Cow<'_, str> {
+    if !text.contains('\n') {
+        return Cow::Borrowed(text);
+    }
+    Cow::Owned(text.replace("\r\n", "\n").replace('\n', "\r\n"))
 }
 
 /// A unified diff of `old` to `new` within `limit` bytes, cut at a line with a note.

@@ -1723,6 +1723,89 @@ async fn protected_paths_add_up_across_calls() {
     }
 }
 
+/// Runs `calls` with the tools of each sandbox built from `tree`, as [`tool_calls`] does,
+/// then reads `files`; asserts both sandboxes agree and returns the results and the bytes.
+async fn tool_calls_then_files(
+    tree: &[E],
+    calls: &[(&str, Value)],
+    files: &[&str],
+) -> (Vec<String>, Vec<Outcome<Vec<u8>>>) {
+    same(tree, &[], async |s| {
+        let tools = halo_sandbox::tools(Arc::clone(&s.sandbox), ToolOptions::default());
+        let mut out = Vec::new();
+        for (name, args) in calls {
+            let tool = tools
+                .iter()
+                .find(|t| t.spec().name == *name)
+                .unwrap_or_else(|| panic!("no tool {name}"));
+            out.push(match tool.call_json(args.clone()).await {
+                Ok(o) if o.is_error => format!("error: {}", o.content),
+                Ok(o) => format!("ok: {}", o.content),
+                Err(e) => format!("failed: {e}"),
+            });
+        }
+        let mut bytes = Vec::new();
+        for f in files {
+            bytes.push(outcome(s.sandbox.read_boxed(&p(f)).await));
+        }
+        (out, bytes)
+    })
+    .await
+}
+
+// Trigger: `read` shows lines without their `\r`, but `edit` matched bytes exactly, so in a
+// file with `\r\n` line endings an old_string copied from read across lines was never found.
+#[tokio::test]
+async fn edit_matches_line_breaks_as_read_shows_them_in_crlf_files() {
+    let tree: &[E] = &[
+        E::File("crlf.txt", b"one\r\ntwo\r\nthree\r\n"),
+        E::File("twice.txt", b"a\r\nb\r\na\r\nb\r\n"),
+        E::File("mixed.txt", b"x\r\ny\nz\n"),
+    ];
+    let edit = |path: &str, old: &str, new: &str| json!({"path": path, "old_string": old, "new_string": new});
+    let (got, files) = tool_calls_then_files(
+        tree,
+        &[
+            ("read", json!({"path": "crlf.txt"})),
+            ("edit", edit("crlf.txt", "one\ntwo", "1\n2")),
+            ("edit", edit("crlf.txt", "three", "3\n3½")),
+            ("edit", edit("crlf.txt", "1\r\n2", "1\n2")),
+            ("edit", edit("crlf.txt", "2\nnope", "x")),
+            ("edit", edit("twice.txt", "a\nb", "c")),
+            (
+                "edit",
+                json!({"path": "twice.txt", "old_string": "a\nb\n", "new_string": "c\n", "replace_all": true}),
+            ),
+            ("edit", edit("mixed.txt", "x\ny", "w\nv")),
+        ],
+        &["crlf.txt", "twice.txt", "mixed.txt"],
+    )
+    .await;
+    let expected = [
+        "ok:      1\tone\n     2\ttwo\n     3\tthree",
+        "ok: replaced 1 occurrence in `crlf.txt`\n--- a/crlf.txt\n+++ b/crlf.txt\n@@ -1,3 +1,3 @@\n-one\n-two\n+1\n+2\n three",
+        "ok: replaced 1 occurrence in `crlf.txt`\n--- a/crlf.txt\n+++ b/crlf.txt\n@@ -1,3 +1,4 @@\n 1\n 2\n-three\n+3\n+3½",
+        "failed: old_string and new_string differ only in line endings, which edit keeps as the \
+         file has them; there is nothing to change",
+        "failed: old_string was not found in `crlf.txt`; read the file first and copy the text \
+         to replace exactly, with its whitespace and indentation",
+        "failed: old_string occurs 2 times in `twice.txt`; include more surrounding lines to \
+         make it unique, or set replace_all to replace every occurrence",
+        "ok: replaced 2 occurrences in `twice.txt`\n--- a/twice.txt\n+++ b/twice.txt\n@@ -1,4 +1,2 @@\n-a\n-b\n-a\n-b\n+c\n+c",
+        "ok: replaced 1 occurrence in `mixed.txt`\n--- a/mixed.txt\n+++ b/mixed.txt\n@@ -1,3 +1,3 @@\n-x\n-y\n+w\n+v\n z",
+    ];
+    assert_eq!(got, expected);
+    assert_eq!(
+        files,
+        [
+            Ok(b"1\r\n2\r\n3\r\n3\xc2\xbd\r\n".to_vec()),
+            Ok(b"c\r\nc\r\n".to_vec()),
+            // Found only with `\r\n`: new_string gets the file's `\r\n`; the rest is kept.
+            Ok(b"w\r\nv\nz\n".to_vec()),
+        ]
+    );
+}
+
 // Trigger: messages that said what was wrong but not what to do (a write under a file, a
 // link loop), or in the wrong words (an invalid regex shown inside grep-regex's `(?:…)`
 // wrapper, "only text files can be read" from edit, "no files match ``" for an empty glob,
