@@ -67,14 +67,15 @@ use std::fmt;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use backon::{ExponentialBuilder, Retryable};
-use futures::{StreamExt as _, TryStreamExt as _};
+use futures::StreamExt as _;
 use halo_core::{
     ModelAdapter, ModelError, ModelEventStream, ModelRequest, ModelResponse, model::response_events,
 };
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Map, Value};
+
+use crate::http;
 
 pub use crate::openai::{ConfigError, MAX_RETRY_DELAY};
 pub use cache::{
@@ -241,36 +242,14 @@ impl AnthropicAdapter {
             request_bytes = body.len(),
             "messages request"
         );
-        let response = builder
-            .send()
-            .await
-            .map_err(|e| crate::openai::error::transport(&e, self.timeout, self.secret()))?;
-        let status = response.status().as_u16();
-        if (200..300).contains(&status) {
-            return Ok(response);
-        }
-        let headers = response.headers().clone();
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| crate::openai::error::transport(&e, self.timeout, self.secret()))?;
-        tracing::debug!(
-            provider = PROVIDER,
-            status,
-            response_bytes = bytes.len(),
-            "messages error response"
-        );
-        Err(error::from_status(status, &headers, &bytes, self.secret()))
+        self.exchange().send(builder).await
     }
 
     /// One attempt: POST the body, read and map the answer.
     async fn send_once(&self, body: &[u8]) -> Result<ModelResponse, ModelError> {
         let started = Instant::now();
         let response = self.send(body, "application/json").await?;
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| crate::openai::error::transport(&e, self.timeout, self.secret()))?;
+        let bytes = self.exchange().body(response).await?;
         tracing::debug!(
             provider = PROVIDER,
             response_bytes = bytes.len(),
@@ -280,31 +259,30 @@ impl AnthropicAdapter {
         response::parse(&bytes, self.secret())
     }
 
-    /// `operation` with the adapter's retry policy: retryable errors are tried again up to
-    /// `max_retries` times, waiting the provider's `retry-after` or an exponential backoff.
+    /// How this adapter's requests are sent and their failures reported.
+    fn exchange(&self) -> http::Exchange<'_> {
+        http::Exchange {
+            provider: PROVIDER,
+            what: "messages",
+            timeout: self.timeout,
+            secret: self.secret(),
+            from_status: error::from_status,
+        }
+    }
+
+    /// `operation` with the adapter's retry policy ([`http::with_retries`]).
     async fn with_retries<T, F, Fut>(&self, operation: F) -> Result<T, ModelError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, ModelError>>,
     {
-        let backoff = ExponentialBuilder::default()
-            .with_min_delay(self.retry_min_delay)
-            .with_max_delay(MAX_RETRY_DELAY)
-            .with_max_times(self.max_retries as usize)
-            .with_jitter();
-        operation
-            .retry(backoff)
-            .when(ModelError::is_retryable)
-            .adjust(retry_wait)
-            .notify(|err, wait| {
-                tracing::warn!(
-                    provider = PROVIDER,
-                    error = %err,
-                    wait_ms = wait.as_millis() as u64,
-                    "retrying messages request"
-                );
-            })
-            .await
+        let policy = http::RetryPolicy {
+            provider: PROVIDER,
+            what: "messages request",
+            max_retries: self.max_retries,
+            min_delay: self.retry_min_delay,
+        };
+        http::with_retries(policy, operation).await
     }
 
     /// The streaming call: open the stream (with retries, which end at the first byte of a
@@ -321,17 +299,13 @@ impl AnthropicAdapter {
                     return;
                 }
             };
-            let is_json = response
-                .headers()
-                .get(CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.trim_start().starts_with("application/json"));
-            if is_json {
+            let exchange = self.exchange();
+            if http::is_json(&response) {
                 // A gateway that ignored `stream: true` answered with one message.
-                let parsed = match response.bytes().await {
-                    Ok(b) => response::parse(&b, self.secret()),
-                    Err(e) => Err(crate::openai::error::transport(&e, self.timeout, self.secret())),
-                };
+                let parsed = exchange
+                    .body(response)
+                    .await
+                    .and_then(|b| response::parse(&b, self.secret()));
                 match parsed {
                     Ok(turn) => {
                         for event in response_events(turn) {
@@ -342,16 +316,7 @@ impl AnthropicAdapter {
                 }
                 return;
             }
-            let timeout = self.timeout;
-            let secret = self.secret();
-            let reads = response.bytes_stream().map_err(move |e| {
-                let why = match crate::openai::error::transport(&e, timeout, secret) {
-                    ModelError::Transport(m) => m,
-                    other => other.to_string(),
-                };
-                ModelError::Truncated(format!("the connection failed mid-stream: {why}"))
-            });
-            let mut events = stream::decode_with(reads, secret);
+            let mut events = stream::decode_with(exchange.body_stream(response), self.secret());
             while let Some(event) = events.next().await {
                 let failed = event.is_err();
                 yield event;
@@ -423,11 +388,4 @@ impl ModelAdapter for AnthropicAdapter {
             Err(e) => Box::pin(futures::stream::once(async move { Err(e) })),
         }
     }
-}
-
-/// The wait before the next attempt: `None` when backon has no retry left, else the
-/// provider's `retry-after` (capped at [`MAX_RETRY_DELAY`]) or, without one, the backoff
-/// delay.
-fn retry_wait(err: &ModelError, backoff_delay: Option<Duration>) -> Option<Duration> {
-    backoff_delay.map(|d| err.retry_after().map_or(d, |r| r.min(MAX_RETRY_DELAY)))
 }

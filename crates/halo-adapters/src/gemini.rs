@@ -107,8 +107,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
-use backon::{ExponentialBuilder, Retryable};
-use futures::{StreamExt as _, TryStreamExt as _};
+use futures::StreamExt as _;
 use halo_core::{
     ModelAdapter, ModelError, ModelEventStream, ModelRequest, ModelResponse, ModelStreamEvent,
     Usage,
@@ -116,6 +115,8 @@ use halo_core::{
 use reqwest::Method;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use secrecy::{ExposeSecret, SecretString};
+
+use crate::http;
 
 pub use config::{
     Clock, ConfigError, DEFAULT_CACHE_REFRESH_MARGIN, DEFAULT_CACHE_TTL, DEFAULT_CONNECT_TIMEOUT,
@@ -375,31 +376,7 @@ impl GeminiAdapter {
             request_bytes = body.map_or(0, <[u8]>::len),
             "gemini request"
         );
-        let response = builder
-            .send()
-            .await
-            .map_err(|e| crate::openai::error::transport(&e, self.timeout, Some(self.secret())))?;
-        let status = response.status().as_u16();
-        if (200..300).contains(&status) {
-            return Ok(response);
-        }
-        let headers = response.headers().clone();
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| crate::openai::error::transport(&e, self.timeout, Some(self.secret())))?;
-        tracing::debug!(
-            provider = %self.provider,
-            status,
-            response_bytes = bytes.len(),
-            "gemini error response"
-        );
-        Err(error::from_status(
-            status,
-            &headers,
-            &bytes,
-            Some(self.secret()),
-        ))
+        self.exchange().send(builder).await
     }
 
     /// One `generateContent` attempt.
@@ -413,10 +390,7 @@ impl GeminiAdapter {
                 "application/json",
             )
             .await?;
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| crate::openai::error::transport(&e, self.timeout, Some(self.secret())))?;
+        let bytes = self.exchange().body(response).await?;
         tracing::debug!(
             provider = %self.provider,
             response_bytes = bytes.len(),
@@ -426,31 +400,30 @@ impl GeminiAdapter {
         response::parse(&bytes, self.ids(), Some(self.secret()))
     }
 
-    /// `operation` with the adapter's retry policy: retryable errors are tried again up to
-    /// `max_retries` times, waiting the provider's delay or an exponential backoff.
+    /// How this adapter's requests are sent and their failures reported.
+    pub(crate) fn exchange(&self) -> http::Exchange<'_> {
+        http::Exchange {
+            provider: &self.provider,
+            what: "gemini",
+            timeout: self.timeout,
+            secret: Some(self.secret()),
+            from_status: error::from_status,
+        }
+    }
+
+    /// `operation` with the adapter's retry policy ([`http::with_retries`]).
     async fn with_retries<T, F, Fut>(&self, operation: F) -> Result<T, ModelError>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<T, ModelError>>,
     {
-        let backoff = ExponentialBuilder::default()
-            .with_min_delay(self.retry_min_delay)
-            .with_max_delay(MAX_RETRY_DELAY)
-            .with_max_times(self.max_retries as usize)
-            .with_jitter();
-        operation
-            .retry(backoff)
-            .when(ModelError::is_retryable)
-            .adjust(retry_wait)
-            .notify(|err, wait| {
-                tracing::warn!(
-                    provider = %self.provider,
-                    error = %err,
-                    wait_ms = wait.as_millis() as u64,
-                    "retrying gemini request"
-                );
-            })
-            .await
+        let policy = http::RetryPolicy {
+            provider: &self.provider,
+            what: "gemini request",
+            max_retries: self.max_retries,
+            min_delay: self.retry_min_delay,
+        };
+        http::with_retries(policy, operation).await
     }
 
     /// Opens the stream for `body` (with retries, which end at the first byte of a 2xx
@@ -490,28 +463,17 @@ impl GeminiAdapter {
                 }
             };
             let written = plan.cache.as_ref().and_then(|c| c.created_tokens);
-            let timeout = self.timeout;
-            let secret = self.secret();
-            let reads = response.bytes_stream().map_err(move |e| {
-                let why = match crate::openai::error::transport(&e, timeout, Some(secret)) {
-                    ModelError::Transport(m) => m,
-                    other => other.to_string(),
-                };
-                ModelError::Truncated(format!("the connection failed mid-stream: {why}"))
-            });
-            let mut events = stream::decode(reads, self.ids(), Some(secret));
-            let first = match self.first_event_timeout {
-                Some(limit) => match tokio::time::timeout(limit, events.next()).await {
-                    Ok(first) => first,
-                    Err(_) => {
-                        yield Err(ModelError::Transport(format!(
-                            "no stream event within {} ms of the response; retry later or raise first_event_timeout",
-                            limit.as_millis()
-                        )));
-                        return;
-                    }
-                },
-                None => events.next().await,
+            let reads = self.exchange().body_stream(response);
+            let mut events = stream::decode(reads, self.ids(), Some(self.secret()));
+            let first = match http::first_event(&mut events, self.first_event_timeout).await {
+                Ok(first) => first,
+                Err(limit) => {
+                    yield Err(ModelError::Transport(format!(
+                        "no stream event within {} ms of the response; retry later or raise first_event_timeout",
+                        limit.as_millis()
+                    )));
+                    return;
+                }
             };
             tracing::debug!(
                 provider = %self.provider,
@@ -614,10 +576,4 @@ impl ModelAdapter for GeminiAdapter {
     fn stream<'a>(&'a self, request: ModelRequest<'a>) -> ModelEventStream<'a> {
         self.stream_events(request)
     }
-}
-
-/// The wait before the next attempt: `None` when backon has no retry left, else the
-/// provider's delay (capped at [`MAX_RETRY_DELAY`]) or, without one, the backoff delay.
-fn retry_wait(err: &ModelError, backoff_delay: Option<Duration>) -> Option<Duration> {
-    backoff_delay.map(|d| err.retry_after().map_or(d, |r| r.min(MAX_RETRY_DELAY)))
 }

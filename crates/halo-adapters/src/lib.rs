@@ -10,6 +10,7 @@
 
 pub mod anthropic;
 pub mod gemini;
+mod http;
 pub mod openai;
 pub mod sse;
 

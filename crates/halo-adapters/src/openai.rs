@@ -53,14 +53,15 @@ use std::fmt;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use backon::{ExponentialBuilder, Retryable};
-use futures::{StreamExt as _, TryStreamExt as _};
+use futures::StreamExt as _;
 use halo_core::{
     ModelAdapter, ModelError, ModelEventStream, ModelRequest, ModelResponse, model::response_events,
 };
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Map, Value};
+
+use crate::http;
 
 pub use config::{
     ConfigError, DEEPSEEK_DEFAULT_BASE_URL, DEEPSEEK_DEFAULT_MODEL, DEFAULT_CONNECT_TIMEOUT,
@@ -217,6 +218,32 @@ impl OpenAiCompatible {
         self.api_key.as_ref().map(|k| k.expose_secret())
     }
 
+    /// How this adapter's requests are sent and their failures reported.
+    fn exchange(&self) -> http::Exchange<'_> {
+        http::Exchange {
+            provider: &self.provider,
+            what: "chat completion",
+            timeout: self.timeout,
+            secret: self.secret(),
+            from_status: error::from_status,
+        }
+    }
+
+    /// `operation` with the adapter's retry policy ([`http::with_retries`]).
+    async fn with_retries<T, F, Fut>(&self, operation: F) -> Result<T, ModelError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, ModelError>>,
+    {
+        let policy = http::RetryPolicy {
+            provider: &self.provider,
+            what: "chat completion",
+            max_retries: self.max_retries,
+            min_delay: self.retry_min_delay,
+        };
+        http::with_retries(policy, operation).await
+    }
+
     /// One POST of `body`. A non-2xx answer is read whole and mapped to its error; a 2xx
     /// answer is returned with its body unread.
     async fn send(
@@ -242,26 +269,7 @@ impl OpenAiCompatible {
             request_bytes = body.len(),
             "chat completion request"
         );
-        let response = builder
-            .send()
-            .await
-            .map_err(|e| error::transport(&e, self.timeout, self.secret()))?;
-        let status = response.status().as_u16();
-        if (200..300).contains(&status) {
-            return Ok(response);
-        }
-        let headers = response.headers().clone();
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| error::transport(&e, self.timeout, self.secret()))?;
-        tracing::debug!(
-            provider = %self.provider,
-            status,
-            response_bytes = bytes.len(),
-            "chat completion error response"
-        );
-        Err(error::from_status(status, &headers, &bytes, self.secret()))
+        self.exchange().send(builder).await
     }
 
     /// One attempt: POST the body, read and map the answer.
@@ -269,10 +277,7 @@ impl OpenAiCompatible {
         let started = Instant::now();
         let response = self.send(body, "application/json").await?;
         let status = response.status().as_u16();
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| error::transport(&e, self.timeout, self.secret()))?;
+        let bytes = self.exchange().body(response).await?;
         tracing::debug!(
             provider = %self.provider,
             status,
@@ -281,33 +286,6 @@ impl OpenAiCompatible {
             "chat completion response"
         );
         response::parse(&bytes).map_err(|e| self.redact(e))
-    }
-
-    /// `operation` with the adapter's retry policy: retryable errors are tried again up to
-    /// `max_retries` times, waiting the provider's `retry-after` or an exponential backoff.
-    async fn with_retries<T, F, Fut>(&self, operation: F) -> Result<T, ModelError>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, ModelError>>,
-    {
-        let backoff = ExponentialBuilder::default()
-            .with_min_delay(self.retry_min_delay)
-            .with_max_delay(MAX_RETRY_DELAY)
-            .with_max_times(self.max_retries as usize)
-            .with_jitter();
-        operation
-            .retry(backoff)
-            .when(ModelError::is_retryable)
-            .adjust(retry_wait)
-            .notify(|err, wait| {
-                tracing::warn!(
-                    provider = %self.provider,
-                    error = %err,
-                    wait_ms = wait.as_millis() as u64,
-                    "retrying chat completion"
-                );
-            })
-            .await
     }
 
     /// The API key removed from an error's message (some servers echo request headers).
@@ -370,16 +348,12 @@ impl OpenAiCompatible {
                     return;
                 }
             };
-            let is_json = response
-                .headers()
-                .get(CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.trim_start().starts_with("application/json"));
-            if is_json {
+            let exchange = self.exchange();
+            if http::is_json(&response) {
                 // A server that ignored `stream: true` answered with one chat.completion.
-                let bytes = response.bytes().await;
-                let parsed = bytes
-                    .map_err(|e| error::transport(&e, self.timeout, self.secret()))
+                let parsed = exchange
+                    .body(response)
+                    .await
                     .and_then(|b| response::parse(&b))
                     .map_err(|e| self.redact(e));
                 match parsed {
@@ -392,28 +366,16 @@ impl OpenAiCompatible {
                 }
                 return;
             }
-            let timeout = self.timeout;
-            let secret = self.secret();
-            let reads = response.bytes_stream().map_err(move |e| {
-                let why = match error::transport(&e, timeout, secret) {
-                    ModelError::Transport(m) => m,
-                    other => other.to_string(),
-                };
-                ModelError::Truncated(format!("the connection failed mid-stream: {why}"))
-            });
-            let mut events = decode_stream(reads);
-            let first = match self.first_event_timeout {
-                Some(limit) => match tokio::time::timeout(limit, events.next()).await {
-                    Ok(first) => first,
-                    Err(_) => {
-                        yield Err(ModelError::Transport(format!(
-                            "no stream event within {} ms of the response (the provider may be queueing the request); retry later or raise first_event_timeout",
-                            limit.as_millis()
-                        )));
-                        return;
-                    }
-                },
-                None => events.next().await,
+            let mut events = decode_stream(exchange.body_stream(response));
+            let first = match http::first_event(&mut events, self.first_event_timeout).await {
+                Ok(first) => first,
+                Err(limit) => {
+                    yield Err(ModelError::Transport(format!(
+                        "no stream event within {} ms of the response (the provider may be queueing the request); retry later or raise first_event_timeout",
+                        limit.as_millis()
+                    )));
+                    return;
+                }
             };
             tracing::debug!(
                 provider = %self.provider,
@@ -499,33 +461,5 @@ impl ModelAdapter for OpenAiCompatible {
             Ok(body) => self.stream_events(body),
             Err(e) => Box::pin(futures::stream::once(async move { Err(e) })),
         }
-    }
-}
-
-/// The wait before the next attempt: `None` when backon has no retry left, else the
-/// provider's `retry-after` (capped at [`MAX_RETRY_DELAY`]) or, without one, the backoff delay.
-fn retry_wait(err: &ModelError, backoff_delay: Option<Duration>) -> Option<Duration> {
-    backoff_delay.map(|d| err.retry_after().map_or(d, |r| r.min(MAX_RETRY_DELAY)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn retry_wait_prefers_the_provider_delay_capped_at_a_minute() {
-        let limited = |secs| ModelError::RateLimited {
-            retry_after: Some(Duration::from_secs(secs)),
-            message: "slow down".into(),
-        };
-        let backoff = Some(Duration::from_secs(4));
-        assert_eq!(
-            retry_wait(&limited(2), backoff),
-            Some(Duration::from_secs(2))
-        );
-        assert_eq!(retry_wait(&limited(3600), backoff), Some(MAX_RETRY_DELAY));
-        assert_eq!(retry_wait(&limited(2), None), None, "no retries left");
-        let transport = ModelError::Transport("reset".into());
-        assert_eq!(retry_wait(&transport, backoff), backoff);
     }
 }

@@ -221,10 +221,7 @@ impl GeminiAdapter {
                 "application/json",
             )
             .await?;
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| crate::openai::error::transport(&e, self.timeout, Some(self.secret())))?;
+        let bytes = self.exchange().body(response).await?;
         let answer: CachedContentAnswer = serde_json::from_slice(&bytes).map_err(|e| {
             ModelError::InvalidResponse(format!("the cachedContents answer is not JSON: {e}"))
         })?;

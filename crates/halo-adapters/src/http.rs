@@ -1,0 +1,191 @@
+//! The HTTP plumbing the provider adapters share: the retry loop, one request with its
+//! non-2xx answer read and mapped, 2xx bodies read whole or as a stream, and the wait for a
+//! stream's first event.
+//!
+//! What a provider's answers mean (status classes, error bodies, events) stays in its own
+//! module; these helpers take its mapping (`from_status`) as a function. Retries go through
+//! [`backon`] with exponential backoff and jitter, waiting the provider's delay
+//! ([`ModelError::retry_after`]) instead when it gave one, capped at [`MAX_RETRY_DELAY`].
+
+use std::future::Future;
+use std::time::Duration;
+
+use backon::{ExponentialBuilder, Retryable};
+use bytes::Bytes;
+use futures::{Stream, StreamExt as _, TryStreamExt as _};
+use halo_core::ModelError;
+use reqwest::header::{CONTENT_TYPE, HeaderMap};
+
+use crate::openai::MAX_RETRY_DELAY;
+use crate::openai::error::transport;
+
+/// How a provider maps a non-2xx answer (status, headers, body, API key to redact) to a
+/// [`ModelError`].
+pub(crate) type FromStatus = fn(u16, &HeaderMap, &[u8], Option<&str>) -> ModelError;
+
+/// How one adapter retries, and what its log lines call it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RetryPolicy<'a> {
+    /// The provider name in tracing.
+    pub(crate) provider: &'a str,
+    /// What one request is called in log lines (`chat completion`, `messages request`).
+    pub(crate) what: &'static str,
+    /// Retries after the first attempt.
+    pub(crate) max_retries: u32,
+    /// The first backoff delay; it doubles per retry up to [`MAX_RETRY_DELAY`].
+    pub(crate) min_delay: Duration,
+}
+
+/// `operation` with `policy`: retryable errors are tried again up to `max_retries` times,
+/// waiting the provider's delay or an exponential backoff.
+pub(crate) async fn with_retries<T, F, Fut>(
+    policy: RetryPolicy<'_>,
+    operation: F,
+) -> Result<T, ModelError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, ModelError>>,
+{
+    let backoff = ExponentialBuilder::default()
+        .with_min_delay(policy.min_delay)
+        .with_max_delay(MAX_RETRY_DELAY)
+        .with_max_times(policy.max_retries as usize)
+        .with_jitter();
+    operation
+        .retry(backoff)
+        .when(ModelError::is_retryable)
+        .adjust(retry_wait)
+        .notify(|err, wait| {
+            tracing::warn!(
+                provider = %policy.provider,
+                error = %err,
+                wait_ms = wait.as_millis() as u64,
+                "retrying {}",
+                policy.what
+            );
+        })
+        .await
+}
+
+/// The wait before the next attempt: `None` when backon has no retry left, else the
+/// provider's delay (capped at [`MAX_RETRY_DELAY`]) or, without one, the backoff delay.
+fn retry_wait(err: &ModelError, backoff_delay: Option<Duration>) -> Option<Duration> {
+    backoff_delay.map(|d| err.retry_after().map_or(d, |r| r.min(MAX_RETRY_DELAY)))
+}
+
+/// Where a request goes and how its failures are reported.
+#[derive(Clone, Copy)]
+pub(crate) struct Exchange<'a> {
+    /// The provider name in tracing.
+    pub(crate) provider: &'a str,
+    /// What an error answer is called in log lines (`chat completion`, `gemini`).
+    pub(crate) what: &'static str,
+    /// The whole-request timeout, for the message of a timed-out request.
+    pub(crate) timeout: Duration,
+    /// The API key, removed from every error message.
+    pub(crate) secret: Option<&'a str>,
+    /// The provider's mapping of a non-2xx answer.
+    pub(crate) from_status: FromStatus,
+}
+
+impl Exchange<'_> {
+    /// Sends `request`. A non-2xx answer is read whole and mapped to its error; a 2xx
+    /// answer is returned with its body unread.
+    pub(crate) async fn send(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, ModelError> {
+        let response = request.send().await.map_err(|e| self.transport(&e))?;
+        let status = response.status().as_u16();
+        if (200..300).contains(&status) {
+            return Ok(response);
+        }
+        let headers = response.headers().clone();
+        let bytes = response.bytes().await.map_err(|e| self.transport(&e))?;
+        tracing::debug!(
+            provider = %self.provider,
+            status,
+            response_bytes = bytes.len(),
+            "{} error response",
+            self.what
+        );
+        Err((self.from_status)(status, &headers, &bytes, self.secret))
+    }
+
+    /// The whole body of a 2xx answer.
+    pub(crate) async fn body(&self, response: reqwest::Response) -> Result<Bytes, ModelError> {
+        response.bytes().await.map_err(|e| self.transport(&e))
+    }
+
+    /// The body of a 2xx answer as it arrives; a connection failing mid-body is
+    /// [`ModelError::Truncated`] (the turn is incomplete, and retryable).
+    pub(crate) fn body_stream(
+        &self,
+        response: reqwest::Response,
+    ) -> impl Stream<Item = Result<Bytes, ModelError>> + Send + 'static {
+        let (timeout, secret) = (self.timeout, self.secret.map(str::to_owned));
+        response.bytes_stream().map_err(move |e| {
+            let why = match transport(&e, timeout, secret.as_deref()) {
+                ModelError::Transport(m) => m,
+                other => other.to_string(),
+            };
+            ModelError::Truncated(format!("the connection failed mid-stream: {why}"))
+        })
+    }
+
+    /// A transport failure (no HTTP answer) with the key redacted.
+    pub(crate) fn transport(&self, err: &reqwest::Error) -> ModelError {
+        transport(err, self.timeout, self.secret)
+    }
+}
+
+/// Whether a 2xx answer to a streaming request came as one JSON body (a server that ignored
+/// `stream: true`) rather than an event stream.
+pub(crate) fn is_json(response: &reqwest::Response) -> bool {
+    response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("application/json"))
+}
+
+/// The first item of `events`, waiting at most `limit` when there is one.
+///
+/// # Errors
+/// The limit itself when no item came within it.
+pub(crate) async fn first_event<S>(
+    events: &mut S,
+    limit: Option<Duration>,
+) -> Result<Option<S::Item>, Duration>
+where
+    S: Stream + Unpin,
+{
+    match limit {
+        Some(limit) => tokio::time::timeout(limit, events.next())
+            .await
+            .map_err(|_| limit),
+        None => Ok(events.next().await),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_wait_prefers_the_provider_delay_capped_at_a_minute() {
+        let limited = |secs| ModelError::RateLimited {
+            retry_after: Some(Duration::from_secs(secs)),
+            message: "slow down".into(),
+        };
+        let backoff = Some(Duration::from_secs(4));
+        assert_eq!(
+            retry_wait(&limited(2), backoff),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(retry_wait(&limited(3600), backoff), Some(MAX_RETRY_DELAY));
+        assert_eq!(retry_wait(&limited(2), None), None, "no retries left");
+        let transport = ModelError::Transport("reset".into());
+        assert_eq!(retry_wait(&transport, backoff), backoff);
+    }
+}
