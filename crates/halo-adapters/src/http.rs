@@ -1,6 +1,6 @@
-//! The HTTP plumbing the provider adapters share: the retry loop, one request with its
-//! non-2xx answer read and mapped, 2xx bodies read whole or as a stream, and the wait for a
-//! stream's first event.
+//! The HTTP plumbing the provider adapters share: the client and header checks of their
+//! builders, the retry loop, one request with its non-2xx answer read and mapped, 2xx bodies
+//! read whole or as a stream, and the wait for a stream's first event.
 //!
 //! What a provider's answers mean (status classes, error bodies, events) stays in its own
 //! module; these helpers take its mapping (`from_status`) as a function. Retries go through
@@ -14,10 +14,89 @@ use backon::{ExponentialBuilder, Retryable};
 use bytes::Bytes;
 use futures::{Stream, StreamExt as _, TryStreamExt as _};
 use halo_core::ModelError;
-use reqwest::header::{CONTENT_TYPE, HeaderMap};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::{Map, Value};
 
-use crate::openai::MAX_RETRY_DELAY;
 use crate::openai::error::transport;
+use crate::openai::{ConfigError, MAX_RETRY_DELAY};
+
+/// The HTTP client of one adapter: these timeouts and the `halo-adapters/{version}` user
+/// agent.
+///
+/// # Errors
+/// [`ConfigError::Client`] when the client cannot be built (TLS backend failure).
+pub(crate) fn client(
+    timeout: Duration,
+    connect_timeout: Duration,
+) -> Result<reqwest::Client, ConfigError> {
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(connect_timeout)
+        .user_agent(concat!("halo-adapters/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| ConfigError::Client(e.to_string()))
+}
+
+/// A builder's extra headers as a map, every value marked sensitive.
+///
+/// # Errors
+/// [`ConfigError::InvalidHeader`] for a name or value HTTP cannot carry, or a name in
+/// `reserved` (lowercase; headers the adapter writes itself).
+pub(crate) fn extra_headers(
+    headers: &[(String, SecretString)],
+    reserved: &[&str],
+) -> Result<HeaderMap, ConfigError> {
+    let mut map = HeaderMap::new();
+    for (name, value) in headers {
+        let invalid = || ConfigError::InvalidHeader { name: name.clone() };
+        let header_name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?;
+        if reserved.contains(&header_name.as_str()) {
+            return Err(invalid());
+        }
+        let mut header_value =
+            HeaderValue::from_str(value.expose_secret()).map_err(|_| invalid())?;
+        header_value.set_sensitive(true);
+        map.append(header_name, header_value);
+    }
+    Ok(map)
+}
+
+/// Refuses an extra body field the adapter writes itself.
+///
+/// # Errors
+/// [`ConfigError::ReservedBodyField`] naming the first field of `body` in `reserved`.
+pub(crate) fn check_body_fields(
+    body: &Map<String, Value>,
+    reserved: &[&str],
+) -> Result<(), ConfigError> {
+    match body.keys().find(|k| reserved.contains(&k.as_str())) {
+        Some(field) => Err(ConfigError::ReservedBodyField(field.clone())),
+        None => Ok(()),
+    }
+}
+
+/// `url` (the builder's base URL `base` with the API path joined) parsed and checked: http
+/// or https, no query, no fragment.
+///
+/// # Errors
+/// [`ConfigError::InvalidBaseUrl`] naming `base` and what is wrong.
+pub(crate) fn api_url(base: &str, url: &str) -> Result<reqwest::Url, ConfigError> {
+    let invalid = |reason: String| ConfigError::InvalidBaseUrl {
+        url: base.to_string(),
+        reason,
+    };
+    let url = reqwest::Url::parse(url).map_err(|e| invalid(e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(invalid("the scheme must be http or https".into()));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(invalid(
+            "the base URL must not have a query or fragment".into(),
+        ));
+    }
+    Ok(url)
+}
 
 /// How a provider maps a non-2xx answer (status, headers, body, API key to redact) to a
 /// [`ModelError`].

@@ -4,12 +4,13 @@
 use std::fmt;
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{HeaderName, HeaderValue};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Map, Value};
 
 use super::AnthropicAdapter;
 use super::cache::{CacheMode, CacheTtl, min_cacheable_tokens};
+use crate::http;
 use crate::openai::{
     ConfigError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_RETRIES, DEFAULT_RETRY_MIN_DELAY,
     DEFAULT_TIMEOUT,
@@ -276,18 +277,7 @@ impl AnthropicBuilder {
             })?;
         HeaderValue::from_str(api_key.expose_secret()).map_err(|_| ConfigError::InvalidApiKey)?;
 
-        let mut headers = HeaderMap::new();
-        for (name, value) in &self.headers {
-            let invalid = || ConfigError::InvalidHeader { name: name.clone() };
-            let header_name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?;
-            if RESERVED_HEADERS.contains(&header_name.as_str()) {
-                return Err(invalid());
-            }
-            let mut header_value =
-                HeaderValue::from_str(value.expose_secret()).map_err(|_| invalid())?;
-            header_value.set_sensitive(true);
-            headers.append(header_name, header_value);
-        }
+        let mut headers = http::extra_headers(&self.headers, RESERVED_HEADERS)?;
         let mut betas = self.betas;
         let uses_one_hour = match self.cache_mode {
             CacheMode::Breakpoints {
@@ -309,20 +299,8 @@ impl AnthropicBuilder {
             headers.insert(HeaderName::from_static("anthropic-beta"), value);
         }
 
-        if let Some(field) = self
-            .body
-            .keys()
-            .find(|k| RESERVED_BODY_FIELDS.contains(&k.as_str()))
-        {
-            return Err(ConfigError::ReservedBodyField(field.clone()));
-        }
-
-        let client = reqwest::Client::builder()
-            .timeout(self.timeout)
-            .connect_timeout(self.connect_timeout)
-            .user_agent(concat!("halo-adapters/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| ConfigError::Client(e.to_string()))?;
+        http::check_body_fields(&self.body, RESERVED_BODY_FIELDS)?;
+        let client = http::client(self.timeout, self.connect_timeout)?;
 
         Ok(AnthropicAdapter {
             min_cacheable_tokens: self
@@ -345,26 +323,13 @@ impl AnthropicBuilder {
 
 /// `{base}/v1/messages` (or `{base}/messages` when the base already ends in `/v1`).
 fn endpoint(base: &str) -> Result<reqwest::Url, ConfigError> {
-    let invalid = |reason: String| ConfigError::InvalidBaseUrl {
-        url: base.to_string(),
-        reason,
-    };
     let trimmed = base.trim().trim_end_matches('/');
     let joined = if trimmed.ends_with("/v1") {
         format!("{trimmed}/messages")
     } else {
         format!("{trimmed}/v1/messages")
     };
-    let url = reqwest::Url::parse(&joined).map_err(|e| invalid(e.to_string()))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(invalid("the scheme must be http or https".into()));
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err(invalid(
-            "the base URL must not have a query or fragment".into(),
-        ));
-    }
-    Ok(url)
+    http::api_url(base, &joined)
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::HeaderValue;
 use secrecy::{ExposeSecret, SecretString};
 
 pub use crate::openai::{
@@ -18,6 +18,7 @@ pub use crate::openai::{
 
 use super::GeminiAdapter;
 use super::cache::CacheState;
+use crate::http;
 
 /// The Gemini Developer API's base URL (<https://ai.google.dev/api>); `/v1beta` is appended.
 pub const GEMINI_DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
@@ -325,23 +326,10 @@ impl GeminiBuilder {
 
         let endpoints = Endpoints::new(&self.base_url, &self.model)?;
 
-        let mut headers = HeaderMap::new();
-        for (name, value) in &self.headers {
-            let invalid = || ConfigError::InvalidHeader { name: name.clone() };
-            let header_name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?;
-            let mut header_value =
-                HeaderValue::from_str(value.expose_secret()).map_err(|_| invalid())?;
-            header_value.set_sensitive(true);
-            headers.append(header_name, header_value);
-        }
+        let mut headers = http::extra_headers(&self.headers, &[])?;
         headers.insert("x-goog-api-key", key_header);
 
-        let client = reqwest::Client::builder()
-            .timeout(self.timeout)
-            .connect_timeout(self.connect_timeout)
-            .user_agent(concat!("halo-adapters/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| ConfigError::Client(e.to_string()))?;
+        let client = http::client(self.timeout, self.connect_timeout)?;
 
         let min_cacheable_tokens = self
             .min_cacheable_tokens
@@ -385,26 +373,13 @@ pub(crate) struct Endpoints {
 
 impl Endpoints {
     fn new(base: &str, model: &str) -> Result<Self, ConfigError> {
-        let invalid = |reason: String| ConfigError::InvalidBaseUrl {
-            url: base.to_string(),
-            reason,
-        };
         let trimmed = base.trim().trim_end_matches('/');
         let api = if trimmed.ends_with("/v1beta") {
             trimmed.to_string()
         } else {
             format!("{trimmed}/v1beta")
         };
-        let parse = |s: String| reqwest::Url::parse(&s).map_err(|e| invalid(e.to_string()));
-        let api_url = parse(api)?;
-        if !matches!(api_url.scheme(), "http" | "https") {
-            return Err(invalid("the scheme must be http or https".into()));
-        }
-        if api_url.query().is_some() || api_url.fragment().is_some() {
-            return Err(invalid(
-                "the base URL must not have a query or fragment".into(),
-            ));
-        }
+        let api_url = http::api_url(base, &api)?;
         let at = |last: &str| {
             let mut url = api_url.clone();
             if let Ok(mut segments) = url.path_segments_mut() {

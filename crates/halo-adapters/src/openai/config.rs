@@ -8,11 +8,12 @@
 use std::fmt;
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::HeaderValue;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Map, Value};
 
 use super::OpenAiCompatible;
+use crate::http;
 
 /// OpenAI's API base URL (<https://platform.openai.com/docs/api-reference>).
 pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -424,30 +425,9 @@ impl OpenAiBuilder {
             _ => {}
         }
 
-        let mut headers = HeaderMap::new();
-        for (name, value) in &self.headers {
-            let invalid = || ConfigError::InvalidHeader { name: name.clone() };
-            let header_name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?;
-            let mut header_value =
-                HeaderValue::from_str(value.expose_secret()).map_err(|_| invalid())?;
-            header_value.set_sensitive(true);
-            headers.append(header_name, header_value);
-        }
-
-        if let Some(field) = self
-            .body
-            .keys()
-            .find(|k| RESERVED_BODY_FIELDS.contains(&k.as_str()))
-        {
-            return Err(ConfigError::ReservedBodyField(field.clone()));
-        }
-
-        let client = reqwest::Client::builder()
-            .timeout(self.timeout)
-            .connect_timeout(self.connect_timeout)
-            .user_agent(concat!("halo-adapters/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| ConfigError::Client(e.to_string()))?;
+        let headers = http::extra_headers(&self.headers, &[])?;
+        http::check_body_fields(&self.body, RESERVED_BODY_FIELDS)?;
+        let client = http::client(self.timeout, self.connect_timeout)?;
 
         Ok(OpenAiCompatible {
             provider: self
@@ -472,22 +452,8 @@ impl OpenAiBuilder {
 
 /// `{base}/chat/completions`, with one slash between.
 fn endpoint(base: &str) -> Result<reqwest::Url, ConfigError> {
-    let invalid = |reason: String| ConfigError::InvalidBaseUrl {
-        url: base.to_string(),
-        reason,
-    };
     let trimmed = base.trim().trim_end_matches('/');
-    let url = reqwest::Url::parse(&format!("{trimmed}/chat/completions"))
-        .map_err(|e| invalid(e.to_string()))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(invalid("the scheme must be http or https".into()));
-    }
-    if url.query().is_some() || url.fragment().is_some() {
-        return Err(invalid(
-            "the base URL must not have a query or fragment".into(),
-        ));
-    }
-    Ok(url)
+    http::api_url(base, &format!("{trimmed}/chat/completions"))
 }
 
 #[cfg(test)]
