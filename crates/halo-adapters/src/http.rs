@@ -7,8 +7,9 @@
 //! [`backon`] with exponential backoff and jitter, waiting the provider's delay
 //! ([`ModelError::retry_after`]) instead when it gave one, capped at [`MAX_RETRY_DELAY`].
 
+use std::borrow::Cow;
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use backon::{ExponentialBuilder, Retryable};
 use bytes::Bytes;
@@ -18,7 +19,6 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Map, Value};
 
-use crate::openai::error::transport;
 use crate::openai::{ConfigError, MAX_RETRY_DELAY};
 
 /// The HTTP client of one adapter: these timeouts and the `halo-adapters/{version}` user
@@ -97,6 +97,9 @@ pub(crate) fn api_url(base: &str, url: &str) -> Result<reqwest::Url, ConfigError
     }
     Ok(url)
 }
+
+/// The most bytes of a provider's error text kept in a [`ModelError`].
+pub const MAX_EXCERPT_BYTES: usize = 500;
 
 /// How a provider maps a non-2xx answer (status, headers, body, API key to redact) to a
 /// [`ModelError`].
@@ -247,9 +250,131 @@ where
     }
 }
 
+/// The start of a body as text (invalid UTF-8 replaced), at most [`MAX_EXCERPT_BYTES`]
+/// plus a closing `…` when cut.
+pub(crate) fn body_excerpt(body: &[u8]) -> String {
+    let cut = body.len() > MAX_EXCERPT_BYTES;
+    let mut head = &body[..body.len().min(MAX_EXCERPT_BYTES)];
+    // A multi-byte character split by the cut is dropped rather than replaced.
+    if let Err(e) = std::str::from_utf8(head)
+        && e.error_len().is_none()
+    {
+        head = &head[..e.valid_up_to()];
+    }
+    let mut out = truncate(String::from_utf8_lossy(head).trim());
+    if out.is_empty() {
+        return "(empty body)".to_string();
+    }
+    if cut && !out.ends_with('…') {
+        out.push('…');
+    }
+    out
+}
+
+/// `s` cut to at most [`MAX_EXCERPT_BYTES`] on a char boundary, with `…` when cut.
+pub(crate) fn truncate(s: &str) -> String {
+    if s.len() <= MAX_EXCERPT_BYTES {
+        return s.to_string();
+    }
+    let mut end = MAX_EXCERPT_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// `body` with every occurrence of `secret` (the API key) replaced by `[redacted]`, invalid
+/// UTF-8 replaced too when there is a key. Redact a whole body before anything cuts it: a
+/// key that straddles an excerpt's end would otherwise survive in part.
+pub(crate) fn redact_body<'b>(body: &'b [u8], secret: Option<&str>) -> Cow<'b, [u8]> {
+    match secret {
+        Some(s) if !s.is_empty() => Cow::Owned(
+            String::from_utf8_lossy(body)
+                .replace(s, "[redacted]")
+                .into_bytes(),
+        ),
+        _ => Cow::Borrowed(body),
+    }
+}
+
+/// Replaces every occurrence of `secret` (the API key) in `text` with `[redacted]`: some
+/// gateways echo the `Authorization` header back in their error body.
+pub(crate) fn redact(text: String, secret: Option<&str>) -> String {
+    match secret {
+        Some(s) if !s.is_empty() && text.contains(s) => text.replace(s, "[redacted]"),
+        _ => text,
+    }
+}
+
+/// The delay the provider asked for: `retry-after-ms` (milliseconds, fractions allowed),
+/// else `retry-after` as seconds (fractions allowed) or as an HTTP-date relative to `now`.
+/// Zero, negative, past and unparseable values give `None`. The value is reported as sent;
+/// the retry loop caps its wait at [`MAX_RETRY_DELAY`].
+pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    let positive = |secs: f64| {
+        (secs.is_finite() && secs > 0.0)
+            .then(|| Duration::try_from_secs_f64(secs).ok())
+            .flatten()
+    };
+    if let Some(ms) = header("retry-after-ms").and_then(|v| v.parse::<f64>().ok())
+        && let Some(d) = positive(ms / 1000.0)
+    {
+        return Some(d);
+    }
+    let value = header("retry-after")?;
+    if let Ok(secs) = value.parse::<f64>() {
+        return positive(secs);
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    at.duration_since(now).ok().filter(|d| !d.is_zero())
+}
+
+/// A transport failure (no HTTP answer) as [`ModelError::Transport`], with the error's
+/// source chain and the key redacted.
+pub(crate) fn transport(
+    err: &reqwest::Error,
+    timeout: Duration,
+    secret: Option<&str>,
+) -> ModelError {
+    if err.is_timeout() {
+        return ModelError::Transport(format!(
+            "the request timed out after {} ms; raise the adapter's timeout or retry later",
+            timeout.as_millis()
+        ));
+    }
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    if err.is_connect() {
+        text.push_str("; check the base URL and that the server there is running");
+    }
+    ModelError::Transport(redact(text, secret))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
 
     #[test]
     fn retry_wait_prefers_the_provider_delay_capped_at_a_minute() {
@@ -266,5 +391,36 @@ mod tests {
         assert_eq!(retry_wait(&limited(2), None), None, "no retries left");
         let transport = ModelError::Transport("reset".into());
         assert_eq!(retry_wait(&transport, backoff), backoff);
+    }
+
+    #[test]
+    fn retry_after_prefers_ms_then_seconds_then_date() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let h = headers(&[("retry-after-ms", "1500.5"), ("retry-after", "9")]);
+        assert_eq!(retry_after(&h, now), Some(Duration::from_micros(1_500_500)));
+        let h = headers(&[("retry-after", "2.5")]);
+        assert_eq!(retry_after(&h, now), Some(Duration::from_millis(2500)));
+        let date = httpdate::fmt_http_date(now + Duration::from_secs(30));
+        let h = headers(&[("retry-after", &date)]);
+        assert_eq!(retry_after(&h, now), Some(Duration::from_secs(30)));
+        let past = httpdate::fmt_http_date(now - Duration::from_secs(30));
+        assert_eq!(retry_after(&headers(&[("retry-after", &past)]), now), None);
+        assert_eq!(retry_after(&headers(&[("retry-after", "0")]), now), None);
+        assert_eq!(retry_after(&headers(&[("retry-after", "soon")]), now), None);
+        let h = headers(&[("retry-after-ms", "-1"), ("retry-after", "3")]);
+        assert_eq!(retry_after(&h, now), Some(Duration::from_secs(3)));
+    }
+
+    #[test]
+    fn excerpts_are_bounded_on_char_boundaries() {
+        let long = "é".repeat(400); // 800 bytes
+        let cut = truncate(&long);
+        assert!(cut.ends_with('…'));
+        assert_eq!(cut.trim_end_matches('…').len(), MAX_EXCERPT_BYTES);
+        let body = format!("<html>{}</html>", "x".repeat(2000));
+        let ex = body_excerpt(body.as_bytes());
+        assert!(ex.starts_with("<html>xxx") && ex.ends_with('…'), "{ex}");
+        assert!(ex.len() <= MAX_EXCERPT_BYTES + '…'.len_utf8());
+        assert_eq!(body_excerpt(b"  "), "(empty body)");
     }
 }

@@ -63,12 +63,12 @@ use serde_json::{Map, Value};
 
 use crate::http;
 
+pub use crate::http::MAX_EXCERPT_BYTES;
 pub use config::{
     ConfigError, DEEPSEEK_DEFAULT_BASE_URL, DEEPSEEK_DEFAULT_MODEL, DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_RETRIES, DEFAULT_RETRY_MIN_DELAY, DEFAULT_TIMEOUT, MAX_RETRY_DELAY,
     OPENAI_DEFAULT_BASE_URL, OPENAI_DEFAULT_MODEL, OpenAiBuilder, Profile, ReasoningReplay,
 };
-pub use error::MAX_EXCERPT_BYTES;
 pub use stream::decode_stream;
 
 /// A chat model behind an OpenAI-compatible `/chat/completions` endpoint.
@@ -290,7 +290,7 @@ impl OpenAiCompatible {
 
     /// The API key removed from an error's message (some servers echo request headers).
     fn redact(&self, e: ModelError) -> ModelError {
-        let r = |m: String| error::redact(m, self.secret());
+        let r = |m: String| http::redact(m, self.secret());
         match e {
             ModelError::InvalidResponse(m) => ModelError::InvalidResponse(r(m)),
             ModelError::Truncated(m) => ModelError::Truncated(r(m)),

@@ -11,7 +11,8 @@ use halo_core::ModelError;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
-use crate::openai::error::{body_excerpt, error_value_message, redact, retry_after};
+use crate::http::{body_excerpt, redact, retry_after};
+use crate::openai::error::error_value_message;
 
 /// Maps a non-2xx answer to a typed error.
 ///

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::request::REDACTED_THINKING_PREFIX;
-use crate::openai::error::{body_excerpt, redact};
+use crate::http::{body_excerpt, redact};
 
 /// A `message` object. Every field is optional so that gateways that leave some out still
 /// parse.

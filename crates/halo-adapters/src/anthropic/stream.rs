@@ -34,7 +34,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::response::{WireUsage, finish_reason, redacted_reasoning};
-use crate::openai::error::body_excerpt;
+use crate::http::body_excerpt;
 use crate::sse::{self, SseEvent};
 
 /// One event's data: only what Halo reads.
@@ -154,7 +154,7 @@ impl Assembler {
             return Err(super::error::in_stream(data, secret));
         }
         let parsed: EventData = serde_json::from_str(data).map_err(|e| {
-            ModelError::InvalidResponse(crate::openai::error::redact(
+            ModelError::InvalidResponse(crate::http::redact(
                 format!(
                     "a stream event is not a Messages event ({e}): {}",
                     body_excerpt(data.as_bytes())

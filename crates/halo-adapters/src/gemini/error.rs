@@ -14,7 +14,7 @@ use halo_core::ModelError;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
-use crate::openai::error::{body_excerpt, redact, retry_after, truncate};
+use crate::http::{body_excerpt, redact, redact_body, retry_after, truncate};
 
 /// Maps a non-2xx answer of the Gemini API to a typed error.
 ///
@@ -35,14 +35,8 @@ pub(crate) fn from_status(
     body: &[u8],
     secret: Option<&str>,
 ) -> ModelError {
-    let redacted;
-    let body = match secret {
-        Some(s) if !s.is_empty() => {
-            redacted = String::from_utf8_lossy(body).replace(s, "[redacted]");
-            redacted.as_bytes()
-        }
-        _ => body,
-    };
+    let redacted = redact_body(body, secret);
+    let body: &[u8] = &redacted;
     let parsed: Option<Value> = serde_json::from_slice(body).ok();
     let error = parsed.as_ref().and_then(error_object);
     let message = redact(

@@ -31,7 +31,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::request::{CALL_ID_KEY, SIGNATURE_KEY};
-use crate::openai::error::body_excerpt;
+use crate::http::body_excerpt;
 
 /// One `GenerateContentResponse` (or one streamed chunk of it). Every field is optional so
 /// that a chunk carrying only usage still parses.

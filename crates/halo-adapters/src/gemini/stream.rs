@@ -18,7 +18,7 @@ use halo_core::{ModelError, ModelEventStream, ModelStreamEvent};
 use serde_json::Value;
 
 use super::response::{Assembler, CallIdSource, GenerateResponse};
-use crate::openai::error::body_excerpt;
+use crate::http::body_excerpt;
 use crate::sse;
 
 /// Decodes a streamed `streamGenerateContent?alt=sse` body (as network reads in any

@@ -184,7 +184,7 @@ pub(crate) fn parse(body: &[u8]) -> Result<ModelResponse, ModelError> {
     let completion: ChatCompletion = serde_json::from_slice(body).map_err(|e| {
         ModelError::InvalidResponse(format!(
             "the body is not a chat completion ({e}): {}",
-            super::error::body_excerpt(body)
+            crate::http::body_excerpt(body)
         ))
     })?;
     if completion.choices.is_empty() {
@@ -192,7 +192,7 @@ pub(crate) fn parse(body: &[u8]) -> Result<ModelResponse, ModelError> {
             Some(err) => format!(
                 "the body holds an error instead of choices: {}",
                 super::error::error_value_message(err)
-                    .unwrap_or_else(|| super::error::body_excerpt(body))
+                    .unwrap_or_else(|| crate::http::body_excerpt(body))
             ),
             None => "the response has no choices".to_string(),
         };

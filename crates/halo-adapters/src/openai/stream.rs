@@ -262,7 +262,7 @@ impl Assembler {
         let chunk: Chunk<'_> = serde_json::from_str(data).map_err(|e| {
             ModelError::InvalidResponse(format!(
                 "a stream event is not a chat.completion.chunk ({e}): {}",
-                super::error::body_excerpt(data.as_bytes())
+                crate::http::body_excerpt(data.as_bytes())
             ))
         })?;
         if let Some(error) = chunk.error.as_ref().filter(|e| !e.is_null()) {
