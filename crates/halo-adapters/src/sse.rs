@@ -41,8 +41,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::BytesMut;
-use futures::Stream;
-use halo_core::ModelError;
+use futures::{Stream, StreamExt as _};
+use halo_core::{ModelError, ModelEventStream, ModelResponse, ModelStreamEvent};
 use sseer::parser::{RawEventLineOwned, parse_line_from_buffer};
 
 /// The most bytes one event (or one unterminated line) may hold before the stream is
@@ -261,6 +261,55 @@ where
         eof: false,
         done: false,
     }
+}
+
+/// A dialect's reader of one streamed turn: it turns each event into deltas and, at the end,
+/// into the assembled turn.
+pub(crate) trait Assemble {
+    /// Whether the dialect's end-of-stream mark was seen: nothing after it is read.
+    fn is_done(&self) -> bool;
+
+    /// Applies one event, pushing the deltas it carries onto `out`.
+    ///
+    /// # Errors
+    /// The dialect's: an error the provider reports, data that does not parse.
+    fn push(&mut self, event: &SseEvent, out: &mut Vec<ModelStreamEvent>)
+    -> Result<(), ModelError>;
+
+    /// The assembled turn.
+    ///
+    /// # Errors
+    /// The dialect's: a stream cut before its end ([`ModelError::Truncated`]).
+    fn finish(self) -> Result<ModelResponse, ModelError>;
+}
+
+/// Decodes `body` into events and reads them with `assembler`: the deltas as they arrive,
+/// then one [`ModelStreamEvent::Finish`] with the assembled turn. The stream ends after the
+/// first error, with no `Finish`.
+pub(crate) fn assemble<'a, S, B, A>(body: S, mut assembler: A) -> ModelEventStream<'a>
+where
+    S: Stream<Item = Result<B, ModelError>> + Send + 'a,
+    B: AsRef<[u8]> + Send + 'a,
+    A: Assemble + Send + 'a,
+{
+    let mut events = decode(Box::pin(body));
+    Box::pin(async_stream::stream! {
+        let mut out = Vec::new();
+        while let Some(event) = events.next().await {
+            let step = event.and_then(|e| assembler.push(&e, &mut out));
+            for delta in out.drain(..) {
+                yield Ok(delta);
+            }
+            if let Err(e) = step {
+                yield Err(e);
+                return;
+            }
+            if assembler.is_done() {
+                break;
+            }
+        }
+        yield assembler.finish().map(ModelStreamEvent::Finish);
+    })
 }
 
 /// The stream [`decode`] returns.

@@ -25,7 +25,7 @@
 //! `stop_reason`. Ending before both is a cut stream: [`ModelError::Truncated`], and no tool
 //! call of it is returned.
 
-use futures::{Stream, StreamExt as _};
+use futures::Stream;
 use halo_core::{
     AssistantMessage, ModelError, ModelEventStream, ModelResponse, ModelStreamEvent, Reasoning,
     ToolCall,
@@ -117,11 +117,6 @@ impl Assembler {
         }
     }
 
-    /// Whether `message_stop` was seen: nothing after it is read.
-    pub(crate) fn is_done(&self) -> bool {
-        self.done
-    }
-
     fn block(&mut self, index: Option<u64>) -> Option<&mut Block> {
         let index = index?;
         self.blocks
@@ -129,75 +124,6 @@ impl Assembler {
             .rev()
             .find(|(i, _)| *i == index)
             .map(|(_, b)| b)
-    }
-
-    /// Applies one SSE event, pushing the deltas it carries onto `out`.
-    ///
-    /// # Errors
-    /// The provider's `error` event ([`in_stream`](super::error::in_stream));
-    /// [`ModelError::InvalidResponse`] for data that is not JSON, or a `tool_use` block
-    /// without an id or name.
-    pub(crate) fn push(
-        &mut self,
-        event: &SseEvent,
-        out: &mut Vec<ModelStreamEvent>,
-    ) -> Result<(), ModelError> {
-        if self.done {
-            return Ok(());
-        }
-        let data = event.data.trim();
-        if data.is_empty() {
-            return Ok(());
-        }
-        let secret = self.secret.as_deref();
-        if event.event == "error" {
-            return Err(super::error::in_stream(data, secret));
-        }
-        let parsed: EventData = serde_json::from_str(data).map_err(|e| {
-            ModelError::InvalidResponse(crate::http::redact(
-                format!(
-                    "a stream event is not a Messages event ({e}): {}",
-                    body_excerpt(data.as_bytes())
-                ),
-                secret,
-            ))
-        })?;
-        let kind = parsed.kind.as_deref().unwrap_or(event.event.as_str());
-        match kind {
-            "message_start" => {
-                if let Some(message) = parsed.message {
-                    if self.model.is_none() {
-                        self.model = message.model.filter(|m| !m.is_empty());
-                    }
-                    if let Some(usage) = message.usage {
-                        self.usage.merge(usage);
-                    }
-                }
-            }
-            "content_block_start" => self.start_block(parsed, out)?,
-            "content_block_delta" => {
-                if let Some(delta) = parsed.delta {
-                    self.delta(parsed.index, delta, out);
-                }
-            }
-            "message_delta" => {
-                if let Some(reason) = parsed
-                    .delta
-                    .and_then(|d| d.stop_reason)
-                    .filter(|r| !r.is_empty())
-                {
-                    self.stop_reason = Some(reason);
-                }
-                if let Some(usage) = parsed.usage {
-                    self.usage.merge(usage);
-                }
-            }
-            "message_stop" => self.done = true,
-            "error" => return Err(super::error::in_stream(data, secret)),
-            // `ping`, `content_block_stop`, and event types added later.
-            _ => {}
-        }
-        Ok(())
     }
 
     fn start_block(
@@ -311,12 +237,88 @@ impl Assembler {
             _ => {}
         }
     }
+}
+
+impl sse::Assemble for Assembler {
+    /// Whether `message_stop` was seen: nothing after it is read.
+    fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Applies one SSE event, pushing the deltas it carries onto `out`.
+    ///
+    /// # Errors
+    /// The provider's `error` event ([`in_stream`](super::error::in_stream));
+    /// [`ModelError::InvalidResponse`] for data that is not JSON, or a `tool_use` block
+    /// without an id or name.
+    fn push(
+        &mut self,
+        event: &SseEvent,
+        out: &mut Vec<ModelStreamEvent>,
+    ) -> Result<(), ModelError> {
+        if self.done {
+            return Ok(());
+        }
+        let data = event.data.trim();
+        if data.is_empty() {
+            return Ok(());
+        }
+        let secret = self.secret.as_deref();
+        if event.event == "error" {
+            return Err(super::error::in_stream(data, secret));
+        }
+        let parsed: EventData = serde_json::from_str(data).map_err(|e| {
+            ModelError::InvalidResponse(crate::http::redact(
+                format!(
+                    "a stream event is not a Messages event ({e}): {}",
+                    body_excerpt(data.as_bytes())
+                ),
+                secret,
+            ))
+        })?;
+        let kind = parsed.kind.as_deref().unwrap_or(event.event.as_str());
+        match kind {
+            "message_start" => {
+                if let Some(message) = parsed.message {
+                    if self.model.is_none() {
+                        self.model = message.model.filter(|m| !m.is_empty());
+                    }
+                    if let Some(usage) = message.usage {
+                        self.usage.merge(usage);
+                    }
+                }
+            }
+            "content_block_start" => self.start_block(parsed, out)?,
+            "content_block_delta" => {
+                if let Some(delta) = parsed.delta {
+                    self.delta(parsed.index, delta, out);
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = parsed
+                    .delta
+                    .and_then(|d| d.stop_reason)
+                    .filter(|r| !r.is_empty())
+                {
+                    self.stop_reason = Some(reason);
+                }
+                if let Some(usage) = parsed.usage {
+                    self.usage.merge(usage);
+                }
+            }
+            "message_stop" => self.done = true,
+            "error" => return Err(super::error::in_stream(data, secret)),
+            // `ping`, `content_block_stop`, and event types added later.
+            _ => {}
+        }
+        Ok(())
+    }
 
     /// The assembled turn, once the stream has ended.
     ///
     /// # Errors
     /// [`ModelError::Truncated`] when neither `message_stop` nor a `stop_reason` arrived.
-    pub(crate) fn finish(self) -> Result<ModelResponse, ModelError> {
+    fn finish(self) -> Result<ModelResponse, ModelError> {
         if !self.done && self.stop_reason.is_none() {
             return Err(ModelError::Truncated(
                 "the stream ended before message_stop or a stop_reason".into(),
@@ -402,23 +404,5 @@ where
     S: Stream<Item = Result<B, ModelError>> + Send + 'a,
     B: AsRef<[u8]> + Send + 'a,
 {
-    let mut events = sse::decode(Box::pin(body));
-    let mut assembler = Assembler::new(secret);
-    Box::pin(async_stream::stream! {
-        let mut out = Vec::new();
-        while let Some(event) = events.next().await {
-            let step = event.and_then(|e| assembler.push(&e, &mut out));
-            for delta in out.drain(..) {
-                yield Ok(delta);
-            }
-            if let Err(e) = step {
-                yield Err(e);
-                return;
-            }
-            if assembler.is_done() {
-                break;
-            }
-        }
-        yield assembler.finish().map(ModelStreamEvent::Finish);
-    })
+    sse::assemble(body, Assembler::new(secret))
 }

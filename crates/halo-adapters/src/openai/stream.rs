@@ -28,7 +28,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use futures::{Stream, StreamExt as _};
+use futures::Stream;
 use halo_core::{
     AssistantMessage, ModelError, ModelEventStream, ModelResponse, ModelStreamEvent, Reasoning,
     ToolCall,
@@ -226,77 +226,6 @@ pub(crate) struct Assembler {
 }
 
 impl Assembler {
-    /// Whether `data: [DONE]` was seen: nothing after it is read.
-    pub(crate) fn is_done(&self) -> bool {
-        self.done
-    }
-
-    /// Applies one SSE event, pushing the deltas it carries onto `out`.
-    ///
-    /// # Errors
-    /// The provider's error (an `error` event or an `{"error": …}` chunk, mapped by
-    /// [`in_stream`](super::error::in_stream)); [`ModelError::InvalidResponse`] for data
-    /// that is not a chunk; [`ModelError::Truncated`] for DeepSeek's
-    /// `insufficient_system_resource`.
-    pub(crate) fn push(
-        &mut self,
-        event: &SseEvent,
-        out: &mut Vec<ModelStreamEvent>,
-    ) -> Result<(), ModelError> {
-        if self.done {
-            return Ok(());
-        }
-        let data = event.data.trim();
-        if event.event == "error" {
-            let payload = serde_json::from_str::<Value>(data)
-                .unwrap_or_else(|_| Value::String(data.to_string()));
-            return Err(super::error::in_stream(&payload, None));
-        }
-        if data == "[DONE]" {
-            self.done = true;
-            return Ok(());
-        }
-        if data.is_empty() {
-            return Ok(());
-        }
-        let chunk: Chunk<'_> = serde_json::from_str(data).map_err(|e| {
-            ModelError::InvalidResponse(format!(
-                "a stream event is not a chat.completion.chunk ({e}): {}",
-                crate::http::body_excerpt(data.as_bytes())
-            ))
-        })?;
-        if let Some(error) = chunk.error.as_ref().filter(|e| !e.is_null()) {
-            return Err(super::error::in_stream(error, None));
-        }
-        if self.model.is_none()
-            && let Some(m) = chunk.model.filter(|m| !m.is_empty())
-        {
-            self.model = Some(m.into_owned());
-        }
-        if chunk.usage.is_some() {
-            self.usage = chunk.usage;
-        }
-        if chunk.timings.is_some() {
-            self.timings = chunk.timings;
-        }
-        for choice in chunk.choices {
-            // Only the first choice is the turn (`n` > 1 is not requested).
-            if choice.index.unwrap_or(0) != 0 {
-                continue;
-            }
-            if let Some(delta) = choice.delta {
-                self.delta(delta, out);
-            }
-            if let Some(reason) = choice.finish_reason.filter(|r| !r.is_empty()) {
-                if reason == INSUFFICIENT_SYSTEM_RESOURCE {
-                    return Err(insufficient_system_resource());
-                }
-                self.finish = Some(reason.into_owned());
-            }
-        }
-        Ok(())
-    }
-
     fn delta(&mut self, delta: Delta<'_>, out: &mut Vec<ModelStreamEvent>) {
         let reasoning = delta
             .reasoning_content
@@ -392,13 +321,86 @@ impl Assembler {
             });
         }
     }
+}
+
+impl sse::Assemble for Assembler {
+    /// Whether `data: [DONE]` was seen: nothing after it is read.
+    fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Applies one SSE event, pushing the deltas it carries onto `out`.
+    ///
+    /// # Errors
+    /// The provider's error (an `error` event or an `{"error": …}` chunk, mapped by
+    /// [`in_stream`](super::error::in_stream)); [`ModelError::InvalidResponse`] for data
+    /// that is not a chunk; [`ModelError::Truncated`] for DeepSeek's
+    /// `insufficient_system_resource`.
+    fn push(
+        &mut self,
+        event: &SseEvent,
+        out: &mut Vec<ModelStreamEvent>,
+    ) -> Result<(), ModelError> {
+        if self.done {
+            return Ok(());
+        }
+        let data = event.data.trim();
+        if event.event == "error" {
+            let payload = serde_json::from_str::<Value>(data)
+                .unwrap_or_else(|_| Value::String(data.to_string()));
+            return Err(super::error::in_stream(&payload, None));
+        }
+        if data == "[DONE]" {
+            self.done = true;
+            return Ok(());
+        }
+        if data.is_empty() {
+            return Ok(());
+        }
+        let chunk: Chunk<'_> = serde_json::from_str(data).map_err(|e| {
+            ModelError::InvalidResponse(format!(
+                "a stream event is not a chat.completion.chunk ({e}): {}",
+                crate::http::body_excerpt(data.as_bytes())
+            ))
+        })?;
+        if let Some(error) = chunk.error.as_ref().filter(|e| !e.is_null()) {
+            return Err(super::error::in_stream(error, None));
+        }
+        if self.model.is_none()
+            && let Some(m) = chunk.model.filter(|m| !m.is_empty())
+        {
+            self.model = Some(m.into_owned());
+        }
+        if chunk.usage.is_some() {
+            self.usage = chunk.usage;
+        }
+        if chunk.timings.is_some() {
+            self.timings = chunk.timings;
+        }
+        for choice in chunk.choices {
+            // Only the first choice is the turn (`n` > 1 is not requested).
+            if choice.index.unwrap_or(0) != 0 {
+                continue;
+            }
+            if let Some(delta) = choice.delta {
+                self.delta(delta, out);
+            }
+            if let Some(reason) = choice.finish_reason.filter(|r| !r.is_empty()) {
+                if reason == INSUFFICIENT_SYSTEM_RESOURCE {
+                    return Err(insufficient_system_resource());
+                }
+                self.finish = Some(reason.into_owned());
+            }
+        }
+        Ok(())
+    }
 
     /// The assembled turn, once the stream has ended.
     ///
     /// # Errors
     /// [`ModelError::Truncated`] when neither `[DONE]` nor a `finish_reason` arrived;
     /// [`ModelError::InvalidResponse`] for a tool call that never got a name.
-    pub(crate) fn finish(self) -> Result<ModelResponse, ModelError> {
+    fn finish(self) -> Result<ModelResponse, ModelError> {
         if self.finish.is_none() && !self.done {
             return Err(ModelError::Truncated(
                 "the stream ended before a finish_reason or [DONE]".into(),
@@ -477,23 +479,5 @@ where
     S: Stream<Item = Result<B, ModelError>> + Send + 'a,
     B: AsRef<[u8]> + Send + 'a,
 {
-    let mut events = sse::decode(Box::pin(body));
-    Box::pin(async_stream::stream! {
-        let mut assembler = Assembler::default();
-        let mut out = Vec::new();
-        while let Some(event) = events.next().await {
-            let step = event.and_then(|e| assembler.push(&e, &mut out));
-            for delta in out.drain(..) {
-                yield Ok(delta);
-            }
-            if let Err(e) = step {
-                yield Err(e);
-                return;
-            }
-            if assembler.is_done() {
-                break;
-            }
-        }
-        yield assembler.finish().map(ModelStreamEvent::Finish);
-    })
+    sse::assemble(body, Assembler::default())
 }
