@@ -15,8 +15,9 @@
 //! The cache rules per provider live in the submodules; see
 //! `shared/reference/provider-protocols.md` for the sources.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use serde_json::Value;
 
@@ -104,4 +105,48 @@ pub async fn serve(router: axum::Router) -> std::io::Result<SimServer> {
 /// The length of the longest common prefix of two token sequences.
 pub fn common_prefix(a: &[u32], b: &[u32]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// A simulator's state, locked. A panic while holding the lock leaves consistent data
+/// (records are pushed whole), so a poisoned lock is used as it is.
+fn lock<S>(state: &Mutex<S>) -> MutexGuard<'_, S> {
+    state.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Tokens per text, computed once (histories repeat, so most pieces are seen before).
+#[derive(Debug, Default)]
+struct TokenMemo(HashMap<String, Arc<[u32]>>);
+
+impl TokenMemo {
+    /// The `o200k_base` tokens of `text`.
+    fn tokens(&mut self, text: &str) -> Arc<[u32]> {
+        if let Some(t) = self.0.get(text) {
+            return t.clone();
+        }
+        let t: Arc<[u32]> = tokens(text).into();
+        self.0.insert(text.to_string(), t.clone());
+        t
+    }
+}
+
+/// Every token sequence a simulator was sent, for `seen_prefix_tokens`; dropping the cache
+/// keeps it.
+#[derive(Debug, Default)]
+struct Seen(Vec<Arc<[u32]>>);
+
+impl Seen {
+    /// The longest common prefix, in tokens, of `seq` and anything sent before (0 when
+    /// nothing was).
+    fn longest_prefix(&self, seq: &[u32]) -> usize {
+        self.0
+            .iter()
+            .map(|earlier| common_prefix(earlier, seq))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Remembers `seq` as sent.
+    fn push(&mut self, seq: Arc<[u32]>) {
+        self.0.push(seq);
+    }
 }

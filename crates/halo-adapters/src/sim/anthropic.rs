@@ -66,7 +66,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 
-use super::{SimReply, SimServer, common_prefix, serve, tokens};
+use super::{Seen, SimReply, SimServer, TokenMemo, lock, serve};
 use crate::anthropic::{CacheTtl, LOOKBACK_BLOCKS, MAX_BREAKPOINTS, min_cacheable_tokens};
 
 /// The message Anthropic answers a request whose first message is not a `user` one with
@@ -124,9 +124,9 @@ struct State {
     /// Prefix hash → entry.
     entries: HashMap<u64, Entry>,
     /// Every accepted request's tokens, for `seen_prefix_tokens`; `drop_cache` keeps it.
-    seen: Vec<Arc<[u32]>>,
-    /// Tokens per block text (histories repeat, so most blocks are seen before).
-    memo: HashMap<String, Arc<[u32]>>,
+    seen: Seen,
+    /// Tokens per block text.
+    memo: TokenMemo,
     clock_offset: Duration,
     min_tokens: Option<u64>,
     next_call_id: u64,
@@ -134,15 +134,6 @@ struct State {
 }
 
 impl State {
-    fn block_tokens(&mut self, text: &str) -> Arc<[u32]> {
-        if let Some(t) = self.memo.get(text) {
-            return t.clone();
-        }
-        let t: Arc<[u32]> = tokens(text).into();
-        self.memo.insert(text.to_string(), t.clone());
-        t
-    }
-
     fn now(&self) -> Instant {
         Instant::now() + self.clock_offset
     }
@@ -181,8 +172,8 @@ impl AnthropicSim {
             script: VecDeque::new(),
             records: Vec::new(),
             entries: HashMap::new(),
-            seen: Vec::new(),
-            memo: HashMap::new(),
+            seen: Seen::default(),
+            memo: TokenMemo::default(),
             clock_offset: Duration::ZERO,
             min_tokens: None,
             next_call_id: 1,
@@ -196,8 +187,7 @@ impl AnthropicSim {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock leaves consistent data (records are pushed whole).
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
 
     /// The base URL to give an adapter: `http://127.0.0.1:<port>` (it appends
@@ -538,7 +528,7 @@ fn run_cache(
     model.hash(&mut hasher);
     let mut sum = 0u64;
     for b in blocks {
-        sum += state.block_tokens(&b.text).len() as u64;
+        sum += state.memo.tokens(&b.text).len() as u64;
         cumulative.push(sum);
         b.role.hash(&mut hasher);
         b.text.hash(&mut hasher);
@@ -735,7 +725,7 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+    let mut state = lock(&state);
     answer(&mut state, &headers, &body)
 }
 
@@ -809,15 +799,10 @@ fn answer(state: &mut State, headers: &HeaderMap, raw: &[u8]) -> Response {
         .to_string();
     let mut all_tokens: Vec<u32> = Vec::new();
     for b in &linear {
-        all_tokens.extend_from_slice(&state.block_tokens(&b.text));
+        all_tokens.extend_from_slice(&state.memo.tokens(&b.text));
     }
     let all_tokens: Arc<[u32]> = all_tokens.into();
-    let seen = state
-        .seen
-        .iter()
-        .map(|p| common_prefix(p, &all_tokens) as u64)
-        .max()
-        .unwrap_or(0);
+    let seen = state.seen.longest_prefix(&all_tokens) as u64;
     state.seen.push(all_tokens);
     let cache = run_cache(state, &model, &linear, automatic);
 
@@ -887,8 +872,8 @@ mod tests {
             script: VecDeque::new(),
             records: Vec::new(),
             entries: HashMap::new(),
-            seen: Vec::new(),
-            memo: HashMap::new(),
+            seen: Seen::default(),
+            memo: TokenMemo::default(),
             clock_offset: Duration::ZERO,
             min_tokens: Some(10),
             next_call_id: 1,

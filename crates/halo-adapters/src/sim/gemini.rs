@@ -61,7 +61,7 @@
 //! created cached contents), whatever the minimum, drops or expiry: the most a cache could
 //! serve, which `cargo xtask bench cache` compares against.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -73,7 +73,7 @@ use axum::response::{IntoResponse, Response};
 use halo_core::prefix::canonicalize;
 use serde_json::{Map, Value, json};
 
-use super::{SimReply, SimServer, common_prefix, serve, tokens};
+use super::{Seen, SimReply, SimServer, TokenMemo, common_prefix, lock, serve, tokens};
 use crate::gemini::min_cacheable_tokens;
 
 /// The `ttl` of a cached content created without one (the API's documented default).
@@ -170,8 +170,8 @@ struct State {
     /// Accepted requests' sequences per model, for implicit hits; `drop_cache` clears it.
     implicit: Vec<(String, Arc<[u32]>)>,
     /// Everything sent before (requests and cache objects), for `seen_prefix_tokens`.
-    seen: Vec<Arc<[u32]>>,
-    memo: HashMap<String, Arc<[u32]>>,
+    seen: Seen,
+    memo: TokenMemo,
     min_tokens: Option<u64>,
     thought_signatures: bool,
     thoughts: Option<String>,
@@ -182,15 +182,6 @@ struct State {
 }
 
 impl State {
-    fn piece_tokens(&mut self, text: String) -> Arc<[u32]> {
-        if let Some(t) = self.memo.get(&text) {
-            return t.clone();
-        }
-        let t: Arc<[u32]> = tokens(&text).into();
-        self.memo.insert(text, t.clone());
-        t
-    }
-
     fn minimum(&self, model: &str) -> u64 {
         self.min_tokens
             .unwrap_or_else(|| min_cacheable_tokens(model))
@@ -247,8 +238,8 @@ impl GeminiSim {
             records: Vec::new(),
             caches: BTreeMap::new(),
             implicit: Vec::new(),
-            seen: Vec::new(),
-            memo: HashMap::new(),
+            seen: Seen::default(),
+            memo: TokenMemo::default(),
             min_tokens: None,
             thought_signatures: false,
             thoughts: None,
@@ -271,8 +262,7 @@ impl GeminiSim {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock leaves consistent data (records are pushed whole).
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
 
     /// The base URL to give an adapter: `http://127.0.0.1:<port>` (it appends `/v1beta/…`).
@@ -446,7 +436,7 @@ async fn handle(
     body: Bytes,
 ) -> Response {
     let now = shared.now();
-    let mut state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
+    let mut state = lock(&shared.state);
     let parsed: Option<Value> = if body.is_empty() {
         None
     } else {
@@ -860,13 +850,13 @@ fn generate(state: &mut State, model: &str, body: &Value, stream: Option<bool>) 
             if h.is_empty() {
                 Arc::from(Vec::new())
             } else {
-                state.piece_tokens(canonical(&Value::Object(h)))
+                state.memo.tokens(&canonical(&Value::Object(h)))
             }
         }
     };
     let mut seq: Vec<u32> = head.to_vec();
     for c in &contents {
-        seq.extend_from_slice(&state.piece_tokens(content_piece(c)));
+        seq.extend_from_slice(&state.memo.tokens(&content_piece(c)));
     }
     let seq: Arc<[u32]> = seq.into();
     let explicit = cached.as_ref().map_or(0, |c| c.public.tokens);
@@ -879,12 +869,7 @@ fn generate(state: &mut State, model: &str, body: &Value, stream: Option<bool>) 
         .max()
         .unwrap_or(0);
     let implicit = if implicit >= minimum { implicit } else { 0 };
-    let seen = state
-        .seen
-        .iter()
-        .map(|earlier| common_prefix(&seq, earlier) as u64)
-        .max()
-        .unwrap_or(0);
+    let seen = state.seen.longest_prefix(&seq) as u64;
     state.implicit.push((model.to_string(), seq.clone()));
     state.seen.push(seq.clone());
 

@@ -58,7 +58,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 
-use super::{SimReply, SimServer, common_prefix, serve, tokens};
+use super::{Seen, SimReply, SimServer, TokenMemo, common_prefix, lock, serve, tokens};
 
 /// OpenAI caches nothing for a shared prefix shorter than this many tokens
 /// (<https://platform.openai.com/docs/guides/prompt-caching>).
@@ -154,27 +154,18 @@ struct State {
     records: Vec<SimRecord>,
     pools: HashMap<String, Pool>,
     /// Every accepted prompt, for `seen_prefix_tokens`; `drop_cache` keeps it.
-    seen: Vec<Arc<[u32]>>,
+    seen: Seen,
     next_call_id: u64,
     next_completion_id: u64,
-    /// Tokens per rendered segment (histories repeat, so most segments are seen before).
-    memo: HashMap<String, Arc<[u32]>>,
+    /// Tokens per rendered segment.
+    memo: TokenMemo,
 }
 
 impl State {
-    fn segment_tokens(&mut self, segment: String) -> Arc<[u32]> {
-        if let Some(t) = self.memo.get(&segment) {
-            return t.clone();
-        }
-        let t: Arc<[u32]> = tokens(&segment).into();
-        self.memo.insert(segment, t.clone());
-        t
-    }
-
     fn tokens_of(&mut self, segments: Vec<String>) -> Vec<u32> {
         let mut out = Vec::new();
         for segment in segments {
-            out.extend_from_slice(&self.segment_tokens(segment));
+            out.extend_from_slice(&self.memo.tokens(&segment));
         }
         out
     }
@@ -224,10 +215,10 @@ impl OpenAiSim {
             script: VecDeque::new(),
             records: Vec::new(),
             pools: HashMap::new(),
-            seen: Vec::new(),
+            seen: Seen::default(),
             next_call_id: 1,
             next_completion_id: 1,
-            memo: HashMap::new(),
+            memo: TokenMemo::default(),
         }));
         let router = axum::Router::new()
             .route("/v1/chat/completions", post(handle))
@@ -238,8 +229,7 @@ impl OpenAiSim {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock leaves consistent data (records are pushed whole).
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.state)
     }
 
     /// The provider this simulator plays.
@@ -567,7 +557,7 @@ fn usage_json(profile: SimProfile, prompt: u64, cached: u64, completion: u64) ->
 }
 
 async fn handle(AxumState(state): AxumState<Arc<Mutex<State>>>, body: Bytes) -> Response {
-    let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+    let mut state = lock(&state);
     answer(&mut state, &body)
 }
 
@@ -612,24 +602,19 @@ fn answer(state: &mut State, raw: &[u8]) -> Response {
     // `check_request` made sure `messages` is an array, so linearizing succeeds.
     let segments = linearize(&body).unwrap_or_default();
     let prompt: Arc<[u32]> = state.tokens_of(segments).into();
-    let seen = state
-        .seen
-        .iter()
-        .map(|p| common_prefix(p, &prompt))
-        .max()
-        .unwrap_or(0);
+    let seen = state.seen.longest_prefix(&prompt);
     let key = pool_key(profile, &body);
     let cached = cached_tokens(state, state.pools.get(&key), &prompt);
 
     let message = reply_message(profile, &reply, state);
     let answer_segment = render_message(&message);
     let completion = completion_text(&message);
-    let completion_tokens = state.segment_tokens(completion).len() as u64;
+    let completion_tokens = state.memo.tokens(&completion).len() as u64;
 
     // Store what this request leaves in the cache.
     let output_unit: Option<Arc<[u32]>> = (profile == SimProfile::DeepSeek).then(|| {
         let mut unit = prompt.to_vec();
-        unit.extend_from_slice(&state.segment_tokens(answer_segment));
+        unit.extend_from_slice(&state.memo.tokens(&answer_segment));
         unit.into()
     });
     let pool = state.pools.entry(key).or_default();
