@@ -47,7 +47,9 @@ pub const DEFAULT_OUTPUT_LIMIT: usize = 32 * 1024;
 /// markers and the note about held pipes (about 400 bytes in the worst case). So a result
 /// of a tool set with output limit `L` is at most `L + NOTES_MARGIN` bytes, and
 /// [`OutputTruncation::for_tools`](crate::policy::OutputTruncation::for_tools) (or its
-/// default, for the default limit) passes every such result unchanged.
+/// default, for the default limit) passes every such result unchanged. Error messages and
+/// "no match" results are short but quote the paths (at most 4096 bytes each) and the
+/// pattern the model gave, so only a pattern of many kilobytes makes one longer.
 pub const NOTES_MARGIN: usize = 1024;
 
 /// The smallest output limit [`ToolOptions::with_output_limit`] accepts: 4 KiB, room for
