@@ -64,7 +64,6 @@ mod response;
 mod stream;
 
 use std::fmt;
-use std::future::Future;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
@@ -267,22 +266,10 @@ impl AnthropicAdapter {
             timeout: self.timeout,
             secret: self.secret(),
             from_status: error::from_status,
-        }
-    }
-
-    /// `operation` with the adapter's retry policy ([`http::with_retries`]).
-    async fn with_retries<T, F, Fut>(&self, operation: F) -> Result<T, ModelError>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, ModelError>>,
-    {
-        let policy = http::RetryPolicy {
-            provider: PROVIDER,
-            what: "messages request",
+            retrying: "messages request",
             max_retries: self.max_retries,
-            min_delay: self.retry_min_delay,
-        };
-        http::with_retries(policy, operation).await
+            retry_min_delay: self.retry_min_delay,
+        }
     }
 
     /// The streaming call: open the stream (with retries, which end at the first byte of a
@@ -290,6 +277,7 @@ impl AnthropicAdapter {
     fn stream_events<'a>(&'a self, body: Vec<u8>) -> ModelEventStream<'a> {
         Box::pin(async_stream::stream! {
             let opened = self
+                .exchange()
                 .with_retries(|| self.send(&body, "text/event-stream"))
                 .await;
             let response = match opened {
@@ -360,7 +348,7 @@ impl ModelAdapter for AnthropicAdapter {
     async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         let body = self.body_bytes(&request, false)?;
         let body = body.as_slice();
-        self.with_retries(|| self.send_once(body)).await
+        self.exchange().with_retries(|| self.send_once(body)).await
     }
 
     /// Streams one Messages request (`stream: true`): text, thinking and tool-call deltas as

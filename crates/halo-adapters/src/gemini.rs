@@ -102,7 +102,6 @@ mod schema;
 mod stream;
 
 use std::fmt;
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
@@ -408,36 +407,25 @@ impl GeminiAdapter {
             timeout: self.timeout,
             secret: Some(self.secret()),
             from_status: error::from_status,
-        }
-    }
-
-    /// `operation` with the adapter's retry policy ([`http::with_retries`]).
-    async fn with_retries<T, F, Fut>(&self, operation: F) -> Result<T, ModelError>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, ModelError>>,
-    {
-        let policy = http::RetryPolicy {
-            provider: &self.provider,
-            what: "gemini request",
+            retrying: "gemini request",
             max_retries: self.max_retries,
-            min_delay: self.retry_min_delay,
-        };
-        http::with_retries(policy, operation).await
+            retry_min_delay: self.retry_min_delay,
+        }
     }
 
     /// Opens the stream for `body` (with retries, which end at the first byte of a 2xx
     /// body).
     async fn open_stream(&self, body: &[u8]) -> Result<reqwest::Response, ModelError> {
-        self.with_retries(|| {
-            self.send(
-                Method::POST,
-                self.endpoints.stream.clone(),
-                Some(body),
-                "text/event-stream",
-            )
-        })
-        .await
+        self.exchange()
+            .with_retries(|| {
+                self.send(
+                    Method::POST,
+                    self.endpoints.stream.clone(),
+                    Some(body),
+                    "text/event-stream",
+                )
+            })
+            .await
     }
 
     fn stream_events<'a>(&'a self, request: ModelRequest<'a>) -> ModelEventStream<'a> {
@@ -540,12 +528,18 @@ impl ModelAdapter for GeminiAdapter {
         let mut plan = self.plan(&request).await;
         let cached = plan.cache.as_ref().map(|c| c.name.clone());
         let body = self.body_bytes(&request, &plan.prefix, cached.as_deref())?;
-        let mut result = self.with_retries(|| self.generate_once(&body)).await;
+        let mut result = self
+            .exchange()
+            .with_retries(|| self.generate_once(&body))
+            .await;
         if plan.cache.is_some() && result.as_ref().is_err_and(error::is_cache_gone) {
             self.replan(&mut plan).await;
             let cached = plan.cache.as_ref().map(|c| c.name.clone());
             let body = self.body_bytes(&request, &plan.prefix, cached.as_deref())?;
-            result = self.with_retries(|| self.generate_once(&body)).await;
+            result = self
+                .exchange()
+                .with_retries(|| self.generate_once(&body))
+                .await;
         }
         let mut response = result?;
         note_write(

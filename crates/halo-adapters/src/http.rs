@@ -105,72 +105,62 @@ pub const MAX_EXCERPT_BYTES: usize = 500;
 /// [`ModelError`].
 pub(crate) type FromStatus = fn(u16, &HeaderMap, &[u8], Option<&str>) -> ModelError;
 
-/// How one adapter retries, and what its log lines call it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct RetryPolicy<'a> {
-    /// The provider name in tracing.
-    pub(crate) provider: &'a str,
-    /// What one request is called in log lines (`chat completion`, `messages request`).
-    pub(crate) what: &'static str,
-    /// Retries after the first attempt.
-    pub(crate) max_retries: u32,
-    /// The first backoff delay; it doubles per retry up to [`MAX_RETRY_DELAY`].
-    pub(crate) min_delay: Duration,
-}
-
-/// `operation` with `policy`: retryable errors are tried again up to `max_retries` times,
-/// waiting the provider's delay or an exponential backoff.
-pub(crate) async fn with_retries<T, F, Fut>(
-    policy: RetryPolicy<'_>,
-    operation: F,
-) -> Result<T, ModelError>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, ModelError>>,
-{
-    let backoff = ExponentialBuilder::default()
-        .with_min_delay(policy.min_delay)
-        .with_max_delay(MAX_RETRY_DELAY)
-        .with_max_times(policy.max_retries as usize)
-        .with_jitter();
-    operation
-        .retry(backoff)
-        .when(ModelError::is_retryable)
-        .adjust(retry_wait)
-        .notify(|err, wait| {
-            tracing::warn!(
-                provider = %policy.provider,
-                error = %err,
-                wait_ms = wait.as_millis() as u64,
-                "retrying {}",
-                policy.what
-            );
-        })
-        .await
-}
-
 /// The wait before the next attempt: `None` when backon has no retry left, else the
 /// provider's delay (capped at [`MAX_RETRY_DELAY`]) or, without one, the backoff delay.
 fn retry_wait(err: &ModelError, backoff_delay: Option<Duration>) -> Option<Duration> {
     backoff_delay.map(|d| err.retry_after().map_or(d, |r| r.min(MAX_RETRY_DELAY)))
 }
 
-/// Where a request goes and how its failures are reported.
+/// How one adapter sends a request, retries it, and reports its failures.
 #[derive(Clone, Copy)]
 pub(crate) struct Exchange<'a> {
     /// The provider name in tracing.
     pub(crate) provider: &'a str,
     /// What an error answer is called in log lines (`chat completion`, `gemini`).
     pub(crate) what: &'static str,
+    /// What a retried request is called in log lines (`chat completion`, `gemini request`).
+    pub(crate) retrying: &'static str,
     /// The whole-request timeout, for the message of a timed-out request.
     pub(crate) timeout: Duration,
     /// The API key, removed from every error message.
     pub(crate) secret: Option<&'a str>,
     /// The provider's mapping of a non-2xx answer.
     pub(crate) from_status: FromStatus,
+    /// Retries after the first attempt.
+    pub(crate) max_retries: u32,
+    /// The first backoff delay; it doubles per retry up to [`MAX_RETRY_DELAY`].
+    pub(crate) retry_min_delay: Duration,
 }
 
 impl Exchange<'_> {
+    /// `operation` with the retry policy: retryable errors are tried again up to
+    /// `max_retries` times, waiting the provider's delay or an exponential backoff.
+    pub(crate) async fn with_retries<T, F, Fut>(&self, operation: F) -> Result<T, ModelError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, ModelError>>,
+    {
+        let backoff = ExponentialBuilder::default()
+            .with_min_delay(self.retry_min_delay)
+            .with_max_delay(MAX_RETRY_DELAY)
+            .with_max_times(self.max_retries as usize)
+            .with_jitter();
+        operation
+            .retry(backoff)
+            .when(ModelError::is_retryable)
+            .adjust(retry_wait)
+            .notify(|err, wait| {
+                tracing::warn!(
+                    provider = %self.provider,
+                    error = %err,
+                    wait_ms = wait.as_millis() as u64,
+                    "retrying {}",
+                    self.retrying
+                );
+            })
+            .await
+    }
+
     /// Sends `request`. A non-2xx answer is read whole and mapped to its error; a 2xx
     /// answer is returned with its body unread.
     pub(crate) async fn send(

@@ -50,7 +50,6 @@ mod response;
 mod stream;
 
 use std::fmt;
-use std::future::Future;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
@@ -226,22 +225,10 @@ impl OpenAiCompatible {
             timeout: self.timeout,
             secret: self.secret(),
             from_status: error::from_status,
-        }
-    }
-
-    /// `operation` with the adapter's retry policy ([`http::with_retries`]).
-    async fn with_retries<T, F, Fut>(&self, operation: F) -> Result<T, ModelError>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = Result<T, ModelError>>,
-    {
-        let policy = http::RetryPolicy {
-            provider: &self.provider,
-            what: "chat completion",
+            retrying: "chat completion",
             max_retries: self.max_retries,
-            min_delay: self.retry_min_delay,
-        };
-        http::with_retries(policy, operation).await
+            retry_min_delay: self.retry_min_delay,
+        }
     }
 
     /// One POST of `body`. A non-2xx answer is read whole and mapped to its error; a 2xx
@@ -339,6 +326,7 @@ impl OpenAiCompatible {
         Box::pin(async_stream::stream! {
             let started = Instant::now();
             let opened = self
+                .exchange()
                 .with_retries(|| self.send(&body, "text/event-stream"))
                 .await;
             let response = match opened {
@@ -427,7 +415,7 @@ impl ModelAdapter for OpenAiCompatible {
     async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         let body = self.body_bytes(&request, false)?;
         let body = body.as_slice();
-        self.with_retries(|| self.send_once(body)).await
+        self.exchange().with_retries(|| self.send_once(body)).await
     }
 
     /// Streams one chat-completions request (`stream: true`,
