@@ -440,7 +440,53 @@ impl HaloAgent {
         &mut self,
         input: impl Into<String>,
     ) -> Result<GenerateTextResult, HaloError> {
-        let mut run = std::pin::pin!(self.run(input.into(), false));
+        Self::drive(self.run(Some(input.into()), false)).await
+    }
+
+    /// Continues the tool loop from the log as it stands, without a new user message.
+    ///
+    /// After a run failed with a retryable [`HaloError::Model`] (a rate limit, a cut stream)
+    /// or stopped at [`HaloError::MaxStepsReached`], the log holds the user's message and
+    /// every completed step; `resume` picks up from there. Calling `generate_text` again
+    /// with the same input instead would put the question in the log twice. The request is
+    /// byte-identical to the failed one, so it reads the same prompt-cache entry.
+    ///
+    /// ```
+    /// # use halo_core::{HaloAgent, HaloError, ModelError, testing::ScriptedModel};
+    /// # futures::executor::block_on(async {
+    /// let model = ScriptedModel::new()
+    ///     .error(ModelError::RateLimited { retry_after: None, message: "slow down".into() })
+    ///     .text("Hello!");
+    /// let mut agent = HaloAgent::builder(model).build();
+    /// let err = agent.generate_text("Hi").await.unwrap_err();
+    /// assert!(matches!(&err, HaloError::Model(e) if e.is_retryable()));
+    /// let out = agent.resume().await.unwrap();
+    /// assert_eq!(out.text, "Hello!");
+    /// assert_eq!(agent.log().len(), 2); // "Hi" once, then the answer
+    /// # });
+    /// ```
+    ///
+    /// # Errors
+    /// [`HaloError::NothingToResume`] when the log is empty or ends with an answer (an
+    /// assistant turn without tool calls); otherwise those of
+    /// [`generate_text`](Self::generate_text).
+    pub async fn resume(&mut self) -> Result<GenerateTextResult, HaloError> {
+        Self::drive(self.run(None, false)).await
+    }
+
+    /// The streaming twin of [`resume`](Self::resume): continues the tool loop from the log
+    /// as [`stream_text`](Self::stream_text) would.
+    pub fn resume_stream(
+        &mut self,
+    ) -> impl Stream<Item = Result<AgentEvent, HaloError>> + Send + '_ {
+        self.run(None, true)
+    }
+
+    /// Drives a run to its `Finish` event.
+    async fn drive(
+        run: impl Stream<Item = Result<AgentEvent, HaloError>> + Send,
+    ) -> Result<GenerateTextResult, HaloError> {
+        let mut run = std::pin::pin!(run);
         while let Some(event) = run.next().await {
             if let AgentEvent::Finish(result) = event? {
                 return Ok(*result);
@@ -483,13 +529,13 @@ impl HaloAgent {
         &mut self,
         input: impl Into<String>,
     ) -> impl Stream<Item = Result<AgentEvent, HaloError>> + Send + '_ {
-        self.run(input.into(), true)
+        self.run(Some(input.into()), true)
     }
 
     /// The tool loop as a stream of events; `streaming` picks the model's streaming call.
     fn run(
         &mut self,
-        input: String,
+        input: Option<String>,
         streaming: bool,
     ) -> impl Stream<Item = Result<AgentEvent, HaloError>> + Send + '_ {
         let span = tracing::info_span!(
@@ -504,7 +550,19 @@ impl HaloAgent {
             "halo.steps" = Empty,
         );
         let events = async_stream::try_stream! {
-            self.log.push(Message::user(input));
+            match input {
+                Some(input) => self.log.push(Message::user(input)),
+                None => {
+                    let resumable = match self.log.messages().last() {
+                        None => false,
+                        Some(Message::Assistant(turn)) => !turn.tool_calls.is_empty(),
+                        Some(_) => true,
+                    };
+                    if !resumable {
+                        Err(HaloError::NothingToResume)?;
+                    }
+                }
+            }
             let mut run_stats = AgentStats::default();
             let mut steps: Vec<StepResult> = Vec::new();
             loop {

@@ -40,6 +40,12 @@ pub enum HaloError {
         /// What the run did until then.
         partial: Box<GenerateTextResult>,
     },
+    /// [`HaloAgent::resume`](crate::HaloAgent::resume) found nothing to continue: the log
+    /// is empty or ends with the model's answer.
+    #[error(
+        "there is nothing to resume: the log is empty or ends with an answer; start a run with generate_text"
+    )]
+    NothingToResume,
     /// A prefix change was refused (duplicate or invalid tool).
     #[error(transparent)]
     Prefix(#[from] PrefixError),

@@ -333,3 +333,63 @@ async fn adding_a_tool_mid_session_is_one_fingerprint_change() {
     assert_eq!(reqs[1].fingerprint, reqs[2].fingerprint);
     assert!(matches!(agent.add_tool(Lookup), Err(HaloError::Prefix(_))));
 }
+
+// Regression: after a model error, calling generate_text again with the same input logged
+// the question twice; resume continues from the log, sending the failed request again.
+#[tokio::test]
+async fn resume_after_a_model_error_sends_the_same_request_and_logs_the_question_once() {
+    let model = ScriptedModel::new()
+        .tool_call("count", json!({}))
+        .error(ModelError::RateLimited {
+            retry_after: None,
+            message: "slow down".into(),
+        })
+        .text("counted once");
+    let mut agent = agent(&model);
+    agent.generate_text("go").await.unwrap_err();
+    let out = agent.resume().await.unwrap();
+    assert_eq!(out.text, "counted once");
+    assert_eq!(out.steps.len(), 1);
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    // The resumed request is the failed one, byte for byte: same prefix, same history.
+    assert_eq!(requests[2].history, requests[1].history);
+    let users = agent
+        .log()
+        .messages()
+        .filter(|m| matches!(m, Message::User { .. }))
+        .count();
+    assert_eq!(users, 1);
+    assert_eq!(agent.log().len(), 4, "user, call, result, answer");
+    assert_paired(&agent.log().to_vec());
+    model.assert_consumed();
+}
+
+#[tokio::test]
+async fn resume_continues_after_max_steps_and_refuses_when_there_is_nothing_to_continue() {
+    let model = ScriptedModel::new()
+        .tool_call("count", json!({}))
+        .tool_call("count", json!({}))
+        .text("done");
+    let mut agent = HaloAgent::builder(model.clone())
+        .tool(Counter::default())
+        .unwrap()
+        .max_steps(2)
+        .build();
+    assert!(matches!(
+        agent.resume().await.unwrap_err(),
+        HaloError::NothingToResume
+    ));
+    let err = agent.generate_text("count twice").await.unwrap_err();
+    assert!(matches!(err, HaloError::MaxStepsReached { .. }), "{err:?}");
+    let out = agent.resume().await.unwrap();
+    assert_eq!(out.text, "done");
+    // The log ends with the answer: nothing more to resume, and no model call is made.
+    let err = agent.resume().await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "there is nothing to resume: the log is empty or ends with an answer; start a run with generate_text"
+    );
+    assert_eq!(model.requests().len(), 3);
+    model.assert_consumed();
+}

@@ -18,6 +18,16 @@ fn generate_text_future_is_send(agent: &mut HaloAgent) {
 }
 
 #[allow(dead_code)]
+fn resume_futures_are_send(agent: &mut HaloAgent) {
+    assert_send(&agent.resume());
+}
+
+#[allow(dead_code)]
+fn resume_stream_is_send(agent: &mut HaloAgent) {
+    assert_send(&agent.resume_stream());
+}
+
+#[allow(dead_code)]
 fn stream_text_is_send(agent: &mut HaloAgent) {
     let stream = agent.stream_text("hi");
     assert_send(&stream);
