@@ -84,7 +84,7 @@ where
     create_halo_stream_with(agent, input, StreamOptions::default())
 }
 
-/// [`create_halo_stream`] with options (message id, reasoning, error text).
+/// [`create_halo_stream`] with options (message id, reasoning, Halo's data parts, error text).
 pub fn create_halo_stream_with<A>(
     agent: A,
     input: impl Into<String>,

@@ -6,6 +6,7 @@
 //! format follows its `JsonToSseTransformStream`. See `docs/stream-protocol.md`.
 
 use bytes::Bytes;
+use serde::ser::{SerializeMap as _, Serializer};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -15,8 +16,8 @@ pub const DONE_FRAME: &[u8] = b"data: [DONE]\n\n";
 /// One part ("chunk") of the UI Message Stream protocol, serialized as the JSON object the
 /// `ai` package's schema accepts: `type` first, then the fields in camelCase.
 ///
-/// Only the parts Halo produces are here; the protocol has more (sources, files, data parts,
-/// tool approvals), which a client accepts alongside these.
+/// Only the parts Halo produces are here; the protocol has more (sources, files, tool
+/// approvals), which a client accepts alongside these.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(
     tag = "type",
@@ -133,6 +134,79 @@ pub enum UiMessageChunk {
         /// What the client shows.
         error_text: String,
     },
+    /// `{"type":"data-NAME","data":..}`: a custom data part (see [`DataPart`]).
+    #[serde(untagged)]
+    Data(DataPart),
+}
+
+/// A custom data part, the protocol's `data-${name}` chunk:
+/// `{"type":"data-NAME","id":..,"data":..,"transient":true}`, `id` and `transient` sent
+/// only when set.
+///
+/// The client keeps a non-transient part in the assistant message's `parts` (a later part
+/// with the same type and `id` replaces its `data`) and hands every data part to the chat's
+/// `onData` callback; a transient one goes only to `onData`. Source: the `ai` package's
+/// `uiMessageChunkSchema` (`data-${string}` member) and `processUIMessageStream`.
+///
+/// ```
+/// use halo_stream::{DataPart, UiMessageChunk};
+/// let part = DataPart::new("halo-cache-bust", serde_json::json!({"call": 2})).transient();
+/// assert_eq!(
+///     UiMessageChunk::Data(part).to_json(),
+///     r#"{"type":"data-halo-cache-bust","data":{"call":2},"transient":true}"#
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct DataPart {
+    /// The part's name: the `type` is `data-` followed by it.
+    pub name: String,
+    /// An id that lets a later part with the same name replace this one in the message.
+    pub id: Option<String>,
+    /// The payload, any JSON value.
+    pub data: Value,
+    /// Whether the part goes only to `onData`, not into the message's `parts`.
+    pub transient: bool,
+}
+
+impl DataPart {
+    /// A non-transient part without an id.
+    pub fn new(name: impl Into<String>, data: Value) -> Self {
+        Self {
+            name: name.into(),
+            id: None,
+            data,
+            transient: false,
+        }
+    }
+
+    /// The same part, marked transient (sent to `onData` only, never stored in the message).
+    pub fn transient(mut self) -> Self {
+        self.transient = true;
+        self
+    }
+
+    /// The same part with `id` set.
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+}
+
+impl Serialize for DataPart {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let fields = 2 + usize::from(self.id.is_some()) + usize::from(self.transient);
+        let mut map = serializer.serialize_map(Some(fields))?;
+        map.serialize_entry("type", &format!("data-{}", self.name))?;
+        if let Some(id) = &self.id {
+            map.serialize_entry("id", id)?;
+        }
+        map.serialize_entry("data", &self.data)?;
+        if self.transient {
+            map.serialize_entry("transient", &true)?;
+        }
+        map.end()
+    }
 }
 
 /// The `finishReason` values of the `finish` part (the AI SDK's `FinishReason`).

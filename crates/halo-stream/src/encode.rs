@@ -10,6 +10,7 @@
 //! | `TextDelta` | `text-start` (first of a run of deltas), `text-delta` |
 //! | `ToolCallStart` | `tool-input-start` |
 //! | `ToolCallDelta` | `tool-input-delta` |
+//! | `CacheBust` | `data-halo-cache-bust` (transient; unless [`StreamOptions::with_halo_data`] is off) |
 //! | `ToolCall` | `tool-input-available` (`tool-input-error` when the arguments are not JSON) |
 //! | `ToolResult` | `tool-output-available`, or `tool-output-error` when `is_error` |
 //! | `StepFinish` | `finish-step` |
@@ -20,6 +21,11 @@
 //! other event closes it (`text-end` / `reasoning-end`) first, so every part is closed and
 //! the parts of the assembled message keep the order the model produced them in. Part ids
 //! are `text-N` and `reasoning-N`, numbered from 1 per message.
+//!
+//! A cache bust ([`AgentEvent::CacheBust`], from halo-core's predicted-miss ledger) becomes
+//! a transient data part: telemetry for the chat's `onData` callback, not content, so it is
+//! never stored in the message's parts (nor sent back to the server with the next request).
+//! Its shape is in the docs of [`CACHE_BUST_PART`].
 
 use std::collections::HashSet;
 use std::fmt;
@@ -27,10 +33,26 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt as _};
-use halo_core::{AgentEvent, HaloError};
-use serde_json::Value;
+use halo_core::{AgentEvent, CacheCheck, CacheVerdict, HaloError};
+use serde_json::{Map, Value};
 
-use crate::chunk::{DONE_FRAME, UiFinishReason, UiMessageChunk};
+use crate::chunk::{DONE_FRAME, DataPart, UiFinishReason, UiMessageChunk};
+
+/// The name of the data part sent for each cache bust: the frame is
+/// `{"type":"data-halo-cache-bust","data":{..},"transient":true}`, where `data` is
+///
+/// ```json
+/// {"call":2,"cause":"the provider read 0 of about 5000 cacheable tokens although ...",
+///  "expectedCachedTokens":5000,"inputTokens":5100,"observedCachedTokens":0}
+/// ```
+///
+/// (keys in alphabetical order). `call`: the agent's model-call number, from 1 over its
+/// lifetime. `expectedCachedTokens`: input tokens the request shares with the previous one,
+/// so expected to be read from the prompt cache; `observedCachedTokens`: the
+/// `cache_read_tokens` the provider reported; `inputTokens`: the call's input tokens. A
+/// count the provider did not report is left out. `cause`: the likely cause, for people.
+/// Source: halo-core's [`CacheCheck`] (`ledger` module).
+pub const CACHE_BUST_PART: &str = "halo-cache-bust";
 
 /// The `errorText` sent for a failed run unless [`StreamOptions::with_error_text`] says
 /// otherwise. Like the AI SDK's default, it hides server details from the browser.
@@ -45,6 +67,7 @@ type ErrorText = Arc<dyn Fn(&HaloError) -> String + Send + Sync>;
 pub struct StreamOptions {
     message_id: Option<String>,
     send_reasoning: bool,
+    send_halo_data: bool,
     error_text: Option<ErrorText>,
 }
 
@@ -53,6 +76,7 @@ impl Default for StreamOptions {
         Self {
             message_id: None,
             send_reasoning: true,
+            send_halo_data: true,
             error_text: None,
         }
     }
@@ -63,13 +87,15 @@ impl fmt::Debug for StreamOptions {
         f.debug_struct("StreamOptions")
             .field("message_id", &self.message_id)
             .field("send_reasoning", &self.send_reasoning)
+            .field("send_halo_data", &self.send_halo_data)
             .field("custom_error_text", &self.error_text.is_some())
             .finish()
     }
 }
 
 impl StreamOptions {
-    /// The defaults: no message id, reasoning sent, errors shown as [`DEFAULT_ERROR_TEXT`].
+    /// The defaults: no message id, reasoning and Halo's data parts sent, errors shown as
+    /// [`DEFAULT_ERROR_TEXT`].
     pub fn new() -> Self {
         Self::default()
     }
@@ -83,6 +109,14 @@ impl StreamOptions {
     /// Whether reasoning deltas are sent as `reasoning-*` parts (default `true`).
     pub fn with_reasoning(mut self, send: bool) -> Self {
         self.send_reasoning = send;
+        self
+    }
+
+    /// Whether Halo's own data parts (`data-halo-*`: today [`CACHE_BUST_PART`]) are sent
+    /// (default `true`). They are transient, so a client without an `onData` callback
+    /// ignores them; turn them off to keep the telemetry off the wire.
+    pub fn with_halo_data(mut self, send: bool) -> Self {
+        self.send_halo_data = send;
         self
     }
 
@@ -227,6 +261,12 @@ impl Encoder {
                     },
                 });
             }
+            AgentEvent::CacheBust(check) if self.options.send_halo_data => {
+                self.close_open(out);
+                out.push(UiMessageChunk::Data(
+                    DataPart::new(CACHE_BUST_PART, cache_bust_data(&check)).transient(),
+                ));
+            }
             AgentEvent::ToolResult(result) => {
                 self.close_open(out);
                 out.push(if result.is_error {
@@ -257,8 +297,8 @@ impl Encoder {
                 });
                 return Flow::Done;
             }
-            // Empty or unannounced deltas, dropped reasoning, and events added to halo-core
-            // later: no part.
+            // Empty or unannounced deltas, dropped reasoning or Halo data, and events added
+            // to halo-core later: no part.
             _ => {}
         }
         Flow::Continue
@@ -283,6 +323,26 @@ impl Encoder {
             None => DEFAULT_ERROR_TEXT.to_owned(),
         }
     }
+}
+
+/// The `data` of a [`CACHE_BUST_PART`] part (shape in its docs).
+fn cache_bust_data(check: &CacheCheck) -> Value {
+    let mut data = Map::new();
+    data.insert("call".into(), check.call.into());
+    let counts = [
+        ("expectedCachedTokens", check.expected_cached_tokens),
+        ("observedCachedTokens", check.observed_cached_tokens),
+        ("inputTokens", check.input_tokens),
+    ];
+    for (key, count) in counts {
+        if let Some(count) = count {
+            data.insert(key.into(), count.into());
+        }
+    }
+    if let CacheVerdict::Bust { cause } = &check.verdict {
+        data.insert("cause".into(), cause.clone().into());
+    }
+    Value::Object(data)
 }
 
 /// The agent's events as UI Message Stream parts, with the default [`StreamOptions`]
@@ -360,7 +420,7 @@ where
     to_data_stream_with(events, StreamOptions::default())
 }
 
-/// [`to_data_stream`] with options (message id, reasoning, error text).
+/// [`to_data_stream`] with options (message id, reasoning, Halo's data parts, error text).
 pub fn to_data_stream_with<S>(events: S, options: StreamOptions) -> impl Stream<Item = Bytes> + Send
 where
     S: Stream<Item = Result<AgentEvent, HaloError>> + Send,

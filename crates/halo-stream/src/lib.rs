@@ -12,6 +12,9 @@
 //!   ([`HaloStream`], items `Result<Bytes, Infallible>`) for axum, hyper or any framework;
 //!   send it with [`UI_MESSAGE_STREAM_HEADERS`].
 //! - [`UiMessageChunk`]: the parts themselves, for transports other than SSE.
+//! - Cache busts found by halo-core's predicted-miss ledger go out as transient
+//!   [`CACHE_BUST_PART`] data parts, for the chat's `onData` callback
+//!   ([`StreamOptions::with_halo_data`] turns them off).
 //!
 //! The frames, the mapping from agent events and a full transcript of a tool-using run are
 //! in `docs/stream-protocol.md`. The output is checked by the `ai` package itself
@@ -46,7 +49,8 @@ mod encode;
 pub use body::{
     HaloStream, UI_MESSAGE_STREAM_HEADERS, create_halo_stream, create_halo_stream_with,
 };
-pub use chunk::{DONE_FRAME, UiFinishReason, UiMessageChunk};
+pub use chunk::{DONE_FRAME, DataPart, UiFinishReason, UiMessageChunk};
 pub use encode::{
-    DEFAULT_ERROR_TEXT, StreamOptions, to_data_stream, to_data_stream_with, to_ui_message_chunks,
+    CACHE_BUST_PART, DEFAULT_ERROR_TEXT, StreamOptions, to_data_stream, to_data_stream_with,
+    to_ui_message_chunks,
 };

@@ -124,6 +124,24 @@ pub fn bad_arguments() -> HaloAgent {
     agent(model)
 }
 
+/// A tool call, then an answer whose call reads nothing from the prompt cache although it
+/// repeats the first call's 5,000 input tokens: halo-core's ledger reports a cache bust.
+pub fn cache_bust() -> HaloAgent {
+    let call = ToolCall::new("call_1", "get_weather", r#"{"city":"Paris"}"#);
+    let first = ModelResponse {
+        message: AssistantMessage {
+            tool_calls: vec![call],
+            ..AssistantMessage::default()
+        },
+        finish_reason: FinishReason::ToolCalls,
+        usage: usage(5000, 20, 0),
+        model: None,
+    };
+    let mut second = answer("It is sunny in Paris.");
+    second.usage = usage(5100, 8, 0);
+    agent(ScriptedModel::new().respond(first).respond(second))
+}
+
 /// The model fails mid-answer with an HTTP 503.
 pub fn model_error() -> HaloAgent {
     let model = ScriptedModel::new().events(vec![
@@ -166,6 +184,12 @@ pub fn all() -> Vec<(&'static str, HaloAgent, &'static str, StreamOptions)> {
             "bad_arguments",
             bad_arguments(),
             "Weather in Paris?",
+            StreamOptions::new(),
+        ),
+        (
+            "cache_bust",
+            cache_bust(),
+            "What is the weather in Paris?",
             StreamOptions::new(),
         ),
         (
