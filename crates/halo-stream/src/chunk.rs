@@ -6,8 +6,8 @@
 //! format follows its `JsonToSseTransformStream`. See `docs/stream-protocol.md`.
 
 use bytes::Bytes;
-use serde::ser::{SerializeMap as _, Serializer};
 use serde::Serialize;
+use serde::ser::{SerializeMap as _, Serializer};
 use serde_json::Value;
 
 /// The SSE frame that ends every stream: `data: [DONE]\n\n`.

@@ -4,7 +4,10 @@
 use futures::{StreamExt as _, stream};
 use halo_core::testing::ScriptedModel;
 use halo_core::{AgentEvent, FinishReason, HaloAgent, HaloError, ModelError};
-use halo_stream::{StreamOptions, UiFinishReason, UiMessageChunk, to_ui_message_chunks};
+use halo_stream::{
+    CACHE_BUST_PART, DataPart, StreamOptions, UiFinishReason, UiMessageChunk, to_ui_message_chunks,
+};
+use serde_json::json;
 
 use crate::scenarios;
 
@@ -202,4 +205,100 @@ fn message_id_is_sent_in_start_only_when_set() {
     let without = chunks(events.into_iter().map(Ok).collect(), StreamOptions::new());
     assert_eq!(with[0].to_json(), r#"{"type":"start","messageId":"m-7"}"#);
     assert_eq!(without[0].to_json(), r#"{"type":"start"}"#);
+}
+
+fn data_parts(chunks: &[UiMessageChunk]) -> Vec<&DataPart> {
+    chunks
+        .iter()
+        .filter_map(|c| match c {
+            UiMessageChunk::Data(part) => Some(part),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_cache_bust_is_one_transient_data_part_with_the_ledger_numbers() {
+    let events = events_of(scenarios::cache_bust(), "Weather?");
+    let chunks = chunks(events.into_iter().map(Ok).collect(), StreamOptions::new());
+    let parts = data_parts(&chunks);
+    assert_eq!(parts.len(), 1, "{chunks:#?}");
+    let part = parts[0];
+    assert_eq!(
+        (part.name.as_str(), part.transient),
+        (CACHE_BUST_PART, true)
+    );
+    assert_eq!(part.id, None);
+    let cause = part.data["cause"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        cause.starts_with("the provider read 0 of about 5000 cacheable tokens"),
+        "{cause}"
+    );
+    assert_eq!(
+        part.data,
+        json!({
+            "call": 2,
+            "expectedCachedTokens": 5000,
+            "observedCachedTokens": 0,
+            "inputTokens": 5100,
+            "cause": cause,
+        })
+    );
+    // The model call's text is closed first; the step finishes after the part.
+    let at = chunks
+        .iter()
+        .position(|c| matches!(c, UiMessageChunk::Data(_)))
+        .unwrap();
+    assert_eq!(
+        chunks[at - 1].to_json(),
+        r#"{"type":"text-end","id":"text-1"}"#
+    );
+    assert_eq!(chunks[at + 1], UiMessageChunk::FinishStep);
+}
+
+#[test]
+fn a_run_whose_cache_reads_meet_the_expectation_sends_no_data_part() {
+    let events = events_of(scenarios::tool_run(), "Weather?");
+    let chunks = chunks(events.into_iter().map(Ok).collect(), StreamOptions::new());
+    assert!(data_parts(&chunks).is_empty(), "{chunks:#?}");
+}
+
+#[test]
+fn without_halo_data_the_cache_bust_part_is_dropped_and_nothing_else_changes() {
+    let events = events_of(scenarios::cache_bust(), "Weather?");
+    let with = chunks(
+        events.iter().cloned().map(Ok).collect(),
+        StreamOptions::new(),
+    );
+    let without = chunks(
+        events.into_iter().map(Ok).collect(),
+        StreamOptions::new().with_halo_data(false),
+    );
+    let mut expected = with.clone();
+    expected.retain(|c| !matches!(c, UiMessageChunk::Data(_)));
+    assert_eq!(expected.len(), with.len() - 1);
+    assert_eq!(without, expected);
+}
+
+#[test]
+fn counts_the_provider_did_not_report_are_left_out_of_the_cache_bust_data() {
+    let mut events = events_of(scenarios::cache_bust(), "Weather?");
+    for event in &mut events {
+        if let AgentEvent::CacheBust(check) = event {
+            check.input_tokens = None;
+        }
+    }
+    let chunks = chunks(events.into_iter().map(Ok).collect(), StreamOptions::new());
+    let data = &data_parts(&chunks)[0].data;
+    assert_eq!(data.get("inputTokens"), None);
+    assert_eq!(data["expectedCachedTokens"], 5000);
+}
+
+#[test]
+fn a_data_part_sends_its_id_and_leaves_out_transient_when_false() {
+    let part = DataPart::new("halo-note", json!([1, "two"])).with_id("n-1");
+    assert_eq!(
+        UiMessageChunk::Data(part).to_json(),
+        r#"{"type":"data-halo-note","id":"n-1","data":[1,"two"]}"#
+    );
 }
