@@ -105,13 +105,14 @@ class Chat extends AbstractChat {
   }
 }
 
-async function chatTurn(bytes, text) {
+async function chatTurn(bytes, text, { onData } = {}) {
   const requests = [];
   let finished;
   const chat = new Chat({
     transport: transportServing(bytes, requests),
     onFinish: f => (finished = f),
     onError: () => {},
+    onData,
   });
   await chat.sendMessage({ text });
   return { chat, requests, finished };
@@ -234,6 +235,65 @@ test('model_error: the reader reports the error part and still reaches the finis
     ['provider error (HTTP 503): overloaded'],
   );
   assert.deepEqual(parts.at(-1), { type: 'finish', finishReason: 'error' });
+});
+
+test('cache_bust: the transient data part passes the schema and stays out of the assembled message', async () => {
+  const { parts, errors, message } = await assemble(await transcript('cache_bust'));
+  assert.deepEqual(errors, []);
+  const busts = parts.filter(p => p.type === 'data-halo-cache-bust');
+  assert.equal(busts.length, 1);
+  assert.equal(busts[0].transient, true);
+  assert.deepEqual(
+    parts.slice(parts.indexOf(busts[0]) - 1, parts.indexOf(busts[0]) + 2).map(p => p.type),
+    ['text-end', 'data-halo-cache-bust', 'finish-step'],
+  );
+  assert.deepEqual(
+    message.parts.map(p => p.type),
+    ['step-start', 'tool-get_weather', 'step-start', 'text'],
+  );
+});
+
+test('cache_bust through the chat client: onData gets the bust with the ledger numbers, the message keeps no data part', async () => {
+  const received = [];
+  const { chat, finished } = await chatTurn(
+    await transcript('cache_bust'),
+    'What is the weather in Paris?',
+    { onData: part => received.push(part) },
+  );
+  assert.equal(chat.status, 'ready');
+  assert.equal(finished.finishReason, 'stop');
+  assert.equal(received.length, 1);
+  const { type, transient, data } = received[0];
+  assert.equal(type, 'data-halo-cache-bust');
+  assert.equal(transient, true);
+  assert.match(data.cause, /^the provider read 0 of about 5000 cacheable tokens/);
+  assert.deepEqual(
+    { ...data, cause: undefined },
+    {
+      call: 2,
+      expectedCachedTokens: 5000,
+      observedCachedTokens: 0,
+      inputTokens: 5100,
+      cause: undefined,
+    },
+  );
+  const answer = chat.messages[1];
+  assert.ok(answer.parts.every(p => !p.type.startsWith('data-')), JSON.stringify(answer.parts));
+  assert.equal(answer.parts.at(-1).text, 'It is sunny in Paris.');
+});
+
+test('cache_bust without the transient flag: the same part would be stored in the message', async () => {
+  // Why halo sends it transient: a stored data part is persisted with the message and sent
+  // back to the server with the next request.
+  const good = (await transcript('cache_bust')).toString('utf8');
+  const bad = good.replace(',"transient":true}', '}');
+  assert.notEqual(bad, good);
+  const { errors, message } = await assemble(Buffer.from(bad));
+  assert.deepEqual(errors, []);
+  assert.deepEqual(
+    message.parts.map(p => p.type),
+    ['step-start', 'tool-get_weather', 'step-start', 'text', 'data-halo-cache-bust'],
+  );
 });
 
 // The checks above can fail: the same client rejects parts that break the protocol.
