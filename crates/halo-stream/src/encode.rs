@@ -10,7 +10,7 @@
 //! | `TextDelta` | `text-start` (first of a run of deltas), `text-delta` |
 //! | `ToolCallStart` | `tool-input-start` |
 //! | `ToolCallDelta` | `tool-input-delta` |
-//! | `CacheBust` | `data-halo-cache-bust` (transient; unless [`StreamOptions::with_halo_data`] is off) |
+//! | `CacheBust` | `data-halo-cache-bust`, transient (none with [`StreamOptions::with_halo_data`] off) |
 //! | `ToolCall` | `tool-input-available` (`tool-input-error` when the arguments are not JSON) |
 //! | `ToolResult` | `tool-output-available`, or `tool-output-error` when `is_error` |
 //! | `StepFinish` | `finish-step` |
