@@ -36,7 +36,8 @@ pub const BUST_MIN_TOKENS: u64 = 1024;
 pub const LEDGER_CAPACITY: usize = 1024;
 
 /// A pause between two calls after which an expired cache entry is the likely cause of a
-/// bust: 300 s (OpenAI's and Anthropic's default entry lifetime after last use).
+/// bust: 300 s, the default lifetime after last use on OpenAI, DeepSeek and Anthropic (whose
+/// 1-hour breakpoints, like Gemini's `cachedContents` TTL, last longer).
 pub const LIKELY_EXPIRY: Duration = Duration::from_secs(300);
 
 /// The ledger's judgement of one model call.
@@ -46,8 +47,8 @@ pub enum CacheVerdict {
     Cold,
     /// The stable prefix changed since the previous call: the one expected miss.
     ExpectedMiss,
-    /// The provider read about what was expected, or the shortfall is too small to judge
-    /// (under half, or under [`BUST_MIN_TOKENS`]).
+    /// The provider read at least half of what was expected, or the shortfall is under
+    /// [`BUST_MIN_TOKENS`] (too small to judge: providers cache in steps).
     Hit,
     /// The provider read far less than the request shares with the previous one.
     Bust {
@@ -215,7 +216,7 @@ impl CacheLedger {
 fn bust_cause(gap: Duration, expected: u64, observed: u64) -> String {
     if gap >= LIKELY_EXPIRY {
         format!(
-            "the provider read {observed} of about {expected} cacheable tokens; the previous call was {} s ago, so the cache entry has likely expired (entries live about 5 minutes after last use)",
+            "the provider read {observed} of about {expected} cacheable tokens; the previous call was {} s ago, longer than the default cache lifetime of most providers (5 minutes after last use; Anthropic's 1-hour breakpoints and Gemini's cachedContents TTL last longer), so the entry has likely expired",
             gap.as_secs()
         )
     } else {
