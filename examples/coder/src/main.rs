@@ -110,9 +110,31 @@ fn set(var: &str) -> bool {
     std::env::var(var).is_ok_and(|v| !v.is_empty())
 }
 
-/// The model named by the environment, a one-line description of it, and whether it is the
-/// small embedded model.
-fn pick_model() -> anyhow::Result<(SharedModel, String, bool)> {
+/// The model the environment names.
+struct Picked {
+    model: SharedModel,
+    /// A one-line description.
+    desc: String,
+    /// Whether it is the small embedded model.
+    small: bool,
+    /// The Gemini adapter, whose `cachedContents` object is deleted at the end of the session
+    /// (it would otherwise be billed for storage until its TTL ends).
+    gemini: Option<Arc<halo_adapters::gemini::GeminiAdapter>>,
+}
+
+impl Picked {
+    fn remote(model: SharedModel, desc: String) -> Self {
+        Picked {
+            model,
+            desc,
+            small: false,
+            gemini: None,
+        }
+    }
+}
+
+/// The model named by the environment.
+fn pick_model() -> anyhow::Result<Picked> {
     use halo_adapters::anthropic::AnthropicAdapter;
     use halo_adapters::gemini::GeminiAdapter;
     use halo_adapters::openai::OpenAiCompatible;
@@ -123,16 +145,19 @@ fn pick_model() -> anyhow::Result<(SharedModel, String, bool)> {
             halo_core::DynModelAdapter::model_name(&m),
             m.endpoint()
         );
-        return Ok((Arc::new(m), desc, false));
+        return Ok(Picked::remote(Arc::new(m), desc));
     }
     if set("GEMINI_API_KEY") {
-        let m = GeminiAdapter::from_env()?;
+        let m = Arc::new(GeminiAdapter::from_env()?);
         let desc = format!(
             "Gemini {} at {}",
-            halo_core::DynModelAdapter::model_name(&m),
+            halo_core::DynModelAdapter::model_name(&*m),
             m.endpoint()
         );
-        return Ok((Arc::new(m), desc, false));
+        return Ok(Picked {
+            gemini: Some(Arc::clone(&m)),
+            ..Picked::remote(m, desc)
+        });
     }
     if set("DEEPSEEK_API_KEY") {
         let m = OpenAiCompatible::deepseek_from_env()?;
@@ -141,7 +166,7 @@ fn pick_model() -> anyhow::Result<(SharedModel, String, bool)> {
             halo_core::DynModelAdapter::model_name(&m),
             m.endpoint()
         );
-        return Ok((Arc::new(m), desc, false));
+        return Ok(Picked::remote(Arc::new(m), desc));
     }
     if set("OPENAI_API_KEY") {
         let m = OpenAiCompatible::openai_from_env()?;
@@ -150,7 +175,7 @@ fn pick_model() -> anyhow::Result<(SharedModel, String, bool)> {
             halo_core::DynModelAdapter::model_name(&m),
             m.endpoint()
         );
-        return Ok((Arc::new(m), desc, false));
+        return Ok(Picked::remote(Arc::new(m), desc));
     }
     local_model()
 }
@@ -159,21 +184,20 @@ fn pick_model() -> anyhow::Result<(SharedModel, String, bool)> {
 /// `Auto` is resolved by the conversation's shape: call a tool right after the user's
 /// message, answer after one round of results.
 #[cfg(feature = "local")]
-fn local_model() -> anyhow::Result<(SharedModel, String, bool)> {
+fn local_model() -> anyhow::Result<Picked> {
     use halo_adapters::local::{AutoToolChoice, LocalAdapter, LocalConfig, default_model_path};
     let path = default_model_path();
     let config =
         LocalConfig::default().with_auto_tool_choice(AutoToolChoice::CallThenAnswer { rounds: 1 });
     let m = LocalAdapter::load(&path, config)?;
-    Ok((
-        Arc::new(m),
-        format!("embedded model {}", path.display()),
-        true,
-    ))
+    Ok(Picked {
+        small: true,
+        ..Picked::remote(Arc::new(m), format!("embedded model {}", path.display()))
+    })
 }
 
 #[cfg(not(feature = "local"))]
-fn local_model() -> anyhow::Result<(SharedModel, String, bool)> {
+fn local_model() -> anyhow::Result<Picked> {
     bail!(
         "no API key set and this build has no embedded model; set ANTHROPIC_API_KEY, GEMINI_API_KEY, DEEPSEEK_API_KEY or OPENAI_API_KEY, or build with `--features local`"
     )
@@ -208,16 +232,26 @@ fn print_stats(out: &GenerateTextResult, started: Instant) {
         }
     }
     let s = &out.stats;
+    // Providers that report no cache writes (OpenAI, DeepSeek) show `?`, not 0.
+    let written = if out
+        .steps
+        .iter()
+        .any(|st| st.usage.cache_write_tokens.is_some())
+    {
+        s.cache_write_tokens.to_string()
+    } else {
+        "?".to_string()
+    };
+    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     println!(
-        "stats: {} steps, {} tool calls, input {} tokens, output {} tokens, cached {} tokens read / {} written (expected {} read, {} cache busts), hit ratio {:.1} %, wall time {:.1} s",
-        s.steps,
-        s.tool_calls,
+        "stats: {}, {}, input {} tokens, output {} tokens, cached {} tokens read / {written} written (expected {} read, {}), hit ratio {:.1} %, wall time {:.1} s",
+        plural(s.steps, "step", "steps"),
+        plural(s.tool_calls, "tool call", "tool calls"),
         s.input_tokens,
         s.output_tokens,
         s.cache_read_tokens,
-        s.cache_write_tokens,
         s.expected_cached_tokens,
-        s.cache_busts,
+        plural(s.cache_busts, "cache bust", "cache busts"),
         100.0 * s.cache_hit_ratio(),
         started.elapsed().as_secs_f64()
     );
@@ -235,7 +269,12 @@ async fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
     let sandbox = ContainerSandbox::new(&args.dir)
         .with_context(|| format!("cannot use {} as the sandbox root", args.dir.display()))?;
-    let (model, desc, small) = pick_model()?;
+    let Picked {
+        model,
+        desc,
+        small,
+        gemini,
+    } = pick_model()?;
     println!("model: {desc}");
     println!("folder: {}", args.dir.display());
     println!("task: {}", args.task);
@@ -270,7 +309,20 @@ async fn main() -> anyhow::Result<()> {
     );
 
     let started = Instant::now();
-    let mut events = std::pin::pin!(agent.stream_text(args.task));
+    let outcome = run(&mut agent, args.task, started).await;
+    if let Some(gemini) = gemini {
+        match gemini.delete_cached_content().await {
+            Ok(Some(name)) => println!("deleted the session's Gemini cached content {name}"),
+            Ok(None) => {}
+            Err(e) => eprintln!("could not delete the Gemini cached content: {e}"),
+        }
+    }
+    outcome
+}
+
+/// Streams one run of the agent on `task`, printing text, tool calls, results and stats.
+async fn run(agent: &mut HaloAgent, task: String, started: Instant) -> anyhow::Result<()> {
+    let mut events = std::pin::pin!(agent.stream_text(task));
     // Whether the current step has printed text (so the next line starts fresh).
     let mut in_text = false;
     while let Some(event) = events.next().await {
