@@ -9,6 +9,7 @@
 //! and Gemini APIs that compute cached tokens by each provider's documented rules.
 
 pub mod anthropic;
+mod finish;
 pub mod gemini;
 mod http;
 pub mod openai;

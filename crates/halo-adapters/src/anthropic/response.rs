@@ -87,25 +87,24 @@ impl WireUsage {
     }
 }
 
-/// Maps a `stop_reason`. Whenever the turn has tool calls the answer is
-/// [`FinishReason::ToolCalls`].
+/// Maps a `stop_reason` and settles the turn's tool calls against it
+/// ([`crate::finish::settle`]): at `max_tokens` a call cut mid-JSON is dropped; whenever
+/// calls remain the answer is [`FinishReason::ToolCalls`].
 ///
 /// `end_turn`, `stop_sequence` → [`FinishReason::Stop`]; `max_tokens`,
 /// `model_context_window_exceeded` → [`FinishReason::Length`]; `tool_use` →
 /// [`FinishReason::ToolCalls`]; `refusal` → [`FinishReason::ContentFilter`]; others
 /// (`pause_turn`) → [`FinishReason::Other`].
-pub(crate) fn finish_reason(raw: Option<&str>, has_tool_calls: bool) -> FinishReason {
-    if has_tool_calls {
-        return FinishReason::ToolCalls;
-    }
-    match raw {
+pub(crate) fn finish_reason(raw: Option<&str>, tool_calls: &mut Vec<ToolCall>) -> FinishReason {
+    let mapped = match raw {
         Some("end_turn") | Some("stop_sequence") => FinishReason::Stop,
         Some("max_tokens") | Some("model_context_window_exceeded") => FinishReason::Length,
         Some("tool_use") => FinishReason::ToolCalls,
         Some("refusal") => FinishReason::ContentFilter,
         Some(other) => FinishReason::Other(other.to_string()),
         None => FinishReason::Other("missing".to_string()),
-    }
+    };
+    crate::finish::settle(mapped, tool_calls)
 }
 
 /// A `redacted_thinking` block kept as reasoning: empty text, the data behind
@@ -166,7 +165,7 @@ pub(crate) fn parse(body: &[u8], secret: Option<&str>) -> Result<ModelResponse, 
             _ => {}
         }
     }
-    let finish_reason = finish_reason(message.stop_reason.as_deref(), !tool_calls.is_empty());
+    let finish_reason = finish_reason(message.stop_reason.as_deref(), &mut tool_calls);
     Ok(ModelResponse {
         message: AssistantMessage {
             text,
@@ -182,6 +181,24 @@ pub(crate) fn parse(body: &[u8], secret: Option<&str>) -> Result<ModelResponse, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn max_tokens_with_only_a_cut_tool_call_is_length_without_calls() {
+        // Trigger: a whole (non-streamed) body whose tool_use input came back as an
+        // unfinished string at stop_reason "max_tokens" (some gateways pass it through).
+        let mut calls = vec![ToolCall::new("toolu_cut", "read", r#"{"path":"no"#)];
+        assert_eq!(
+            finish_reason(Some("max_tokens"), &mut calls),
+            FinishReason::Length
+        );
+        assert!(calls.is_empty());
+        let mut whole = vec![ToolCall::new("toolu_ok", "read", r#"{"path":"a"}"#)];
+        assert_eq!(
+            finish_reason(Some("max_tokens"), &mut whole),
+            FinishReason::ToolCalls
+        );
+        assert_eq!(whole.len(), 1);
+    }
 
     #[test]
     fn usage_adds_cache_reads_and_writes_to_the_input_total() {

@@ -334,12 +334,12 @@ impl sse::Assemble for Assembler {
                 _ => {}
             }
         }
-        let tool_calls: Vec<ToolCall> = self
+        let mut tool_calls: Vec<ToolCall> = self
             .calls
             .into_iter()
             .map(|c| ToolCall::new(c.id, c.name, c.arguments))
             .collect();
-        let finish_reason = finish_reason(self.stop_reason.as_deref(), !tool_calls.is_empty());
+        let finish_reason = finish_reason(self.stop_reason.as_deref(), &mut tool_calls);
         Ok(ModelResponse {
             message: AssistantMessage {
                 text: self.text,

@@ -127,13 +127,12 @@ pub(crate) fn usage(meta: Option<&UsageMetadata>) -> Usage {
     }
 }
 
-/// Maps a raw `finishReason` (js-genai `FinishReason`). Any turn with tool calls is
-/// [`FinishReason::ToolCalls`].
-pub(crate) fn finish_reason(raw: Option<&str>, has_tool_calls: bool) -> FinishReason {
-    if has_tool_calls {
-        return FinishReason::ToolCalls;
-    }
-    match raw {
+/// Maps a raw `finishReason` (js-genai `FinishReason`) and settles the turn's tool calls
+/// against it ([`crate::finish::settle`]): any turn with calls left is
+/// [`FinishReason::ToolCalls`] (Gemini sends calls whole, so `MAX_TOKENS` drops none unless
+/// the arguments are not an object).
+pub(crate) fn finish_reason(raw: Option<&str>, tool_calls: &mut Vec<ToolCall>) -> FinishReason {
+    let mapped = match raw {
         Some("STOP") => FinishReason::Stop,
         Some("MAX_TOKENS") => FinishReason::Length,
         Some(
@@ -149,7 +148,8 @@ pub(crate) fn finish_reason(raw: Option<&str>, has_tool_calls: bool) -> FinishRe
         ) => FinishReason::ContentFilter,
         Some(other) => FinishReason::Other(other.to_string()),
         None => FinishReason::Other("missing".to_string()),
-    }
+    };
+    crate::finish::settle(mapped, tool_calls)
 }
 
 /// The source of internal ids for calls the API sent without one: `gemini-call-<n>`,
@@ -348,7 +348,7 @@ impl Assembler {
         let finish_reason = if blocked {
             FinishReason::ContentFilter
         } else {
-            finish_reason(self.finish.as_deref(), !self.calls.is_empty())
+            finish_reason(self.finish.as_deref(), &mut self.calls)
         };
         Ok(ModelResponse {
             message: AssistantMessage {
@@ -482,6 +482,19 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn max_tokens_keeps_whole_function_calls() {
+        // Trigger: MAX_TOKENS after a complete functionCall (Gemini sends calls whole).
+        let r = parse_json(json!({"candidates": [{"content": {"parts": [
+            {"functionCall": {"name": "read", "args": {"path": "a"}}}
+        ]}, "finishReason": "MAX_TOKENS"}]}))
+        .unwrap();
+        assert_eq!(r.finish_reason, FinishReason::ToolCalls);
+        assert_eq!(r.message.tool_calls.len(), 1);
+        let text_only = parse_json(json!({"candidates": [{"content": {"parts": [{"text": "x"}]}, "finishReason": "MAX_TOKENS"}]})).unwrap();
+        assert_eq!(text_only.finish_reason, FinishReason::Length);
     }
 
     #[test]

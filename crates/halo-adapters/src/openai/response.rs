@@ -137,20 +137,20 @@ pub(crate) fn usage(wire: Option<&WireUsage>, timings: Option<&Timings>) -> Usag
     }
 }
 
-/// Maps a raw `finish_reason`. Whenever the turn has tool calls the answer is
-/// [`FinishReason::ToolCalls`], whatever the server said (Ollama says `stop`).
-pub(crate) fn finish_reason(raw: Option<&str>, has_tool_calls: bool) -> FinishReason {
-    if has_tool_calls {
-        return FinishReason::ToolCalls;
-    }
-    match raw {
+/// Maps a raw `finish_reason` and settles the turn's tool calls against it
+/// ([`crate::finish::settle`]): at `length` a call cut mid-JSON is dropped; whenever calls
+/// remain the answer is [`FinishReason::ToolCalls`], whatever the server said (Ollama says
+/// `stop`).
+pub(crate) fn finish_reason(raw: Option<&str>, tool_calls: &mut Vec<ToolCall>) -> FinishReason {
+    let mapped = match raw {
         Some("stop") => FinishReason::Stop,
         Some("length") => FinishReason::Length,
         Some("tool_calls") | Some("function_call") => FinishReason::ToolCalls,
         Some("content_filter") => FinishReason::ContentFilter,
         Some(other) => FinishReason::Other(other.to_string()),
         None => FinishReason::Other("missing".to_string()),
-    }
+    };
+    crate::finish::settle(mapped, tool_calls)
 }
 
 /// Ids for tool calls a server sent without one (some local servers): unique in the process.
@@ -255,7 +255,7 @@ pub(crate) fn parse(body: &[u8]) -> Result<ModelResponse, ModelError> {
         tool_calls.push(ToolCall::new(id, name, raw_arguments));
     }
 
-    let finish_reason = finish_reason(choice.finish_reason.as_deref(), !tool_calls.is_empty());
+    let finish_reason = finish_reason(choice.finish_reason.as_deref(), &mut tool_calls);
     Ok(ModelResponse {
         message: AssistantMessage {
             text,
@@ -271,6 +271,23 @@ pub(crate) fn parse(body: &[u8]) -> Result<ModelResponse, ModelError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tool_call_cut_by_length_is_dropped_and_a_complete_one_kept() {
+        // Trigger: finish_reason "length" with the last call's arguments cut mid-JSON.
+        let body = br#"{"choices":[{"index":0,"finish_reason":"length","message":{"role":"assistant","content":null,"tool_calls":[
+            {"id":"call_ok","type":"function","function":{"name":"read","arguments":"{\"path\":\"a\"}"}},
+            {"id":"call_cut","type":"function","function":{"name":"read","arguments":"{\"path\":\"no"}}]}}]}"#;
+        let turn = parse(body).unwrap();
+        assert_eq!(turn.finish_reason, FinishReason::ToolCalls);
+        let ids: Vec<_> = turn
+            .message
+            .tool_calls
+            .iter()
+            .map(|c| c.id.as_str())
+            .collect();
+        assert_eq!(ids, ["call_ok"]);
+    }
 
     #[test]
     fn deepseek_usage_prefers_hit_tokens_and_sums_when_prompt_tokens_missing() {

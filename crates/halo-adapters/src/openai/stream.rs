@@ -428,7 +428,7 @@ impl sse::Assemble for Assembler {
                 signature: None,
             }]
         };
-        let finish_reason = finish_reason(self.finish.as_deref(), !tool_calls.is_empty());
+        let finish_reason = finish_reason(self.finish.as_deref(), &mut tool_calls);
         Ok(ModelResponse {
             message: AssistantMessage {
                 text,

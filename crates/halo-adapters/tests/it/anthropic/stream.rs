@@ -368,3 +368,39 @@ async fn the_adapter_streams_retries_before_the_stream_and_not_after() {
     assert_eq!(fake.requests().len(), 1);
     assert_eq!(fake.remaining(), 1);
 }
+
+#[test]
+fn a_tool_call_cut_by_max_tokens_is_not_returned_as_a_call() {
+    // Trigger: max_tokens reached mid-arguments: partial_json `{"path":"no`, then
+    // stop_reason "max_tokens". A complete earlier call of the same turn stays.
+    let cut = block_start(
+        1,
+        json!({"type": "tool_use", "id": "toolu_cut", "name": "read", "input": {}}),
+    ) + &json_part(1, "{\"path\":\"no")
+        + &stop(1)
+        + &end("max_tokens", json!({"output_tokens": 4096}));
+    let body = start(basic_usage()) + &cut;
+    let events = decode_all_splits(&body);
+    let turn = finish(&events);
+    assert_eq!(turn.finish_reason, FinishReason::Length);
+    assert!(turn.message.tool_calls.is_empty());
+
+    let body = start(basic_usage())
+        + &block_start(
+            0,
+            json!({"type": "tool_use", "id": "toolu_ok", "name": "read", "input": {}}),
+        )
+        + &json_part(0, "{\"path\":\"a.txt\"}")
+        + &stop(0)
+        + &cut;
+    let events = decode_all_splits(&body);
+    let turn = finish(&events);
+    assert_eq!(turn.finish_reason, FinishReason::ToolCalls);
+    let ids: Vec<_> = turn
+        .message
+        .tool_calls
+        .iter()
+        .map(|c| c.id.as_str())
+        .collect();
+    assert_eq!(ids, ["toolu_ok"]);
+}

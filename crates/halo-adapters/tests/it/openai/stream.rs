@@ -1181,3 +1181,22 @@ async fn a_tool_call_from_a_cut_stream_never_runs_and_nothing_is_logged() {
     assert_eq!(log.len(), 1, "only the user message is logged: {log:?}");
     assert!(matches!(log[0], Message::User { .. }));
 }
+
+#[test]
+fn a_tool_call_cut_by_length_is_not_returned_as_a_call() {
+    // Trigger: finish_reason "length" while a tool call's arguments were mid-JSON.
+    let body = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_cut\",\"type\":\"function\",\"function\":{\"name\":\"read\",\"arguments\":\"{\\\"path\\\":\\\"no\"}}]},\"finish_reason\":null}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"length\"}]}\n\n",
+        "data: [DONE]\n\n",
+    );
+    let reads = body.as_bytes().chunks(5).map(Ok::<_, ModelError>);
+    let events: Vec<_> = futures::executor::block_on(
+        halo_adapters::openai::decode_stream(futures::stream::iter(reads)).collect(),
+    );
+    let Some(Ok(ModelStreamEvent::Finish(turn))) = events.last() else {
+        panic!("no finish: {events:?}")
+    };
+    assert_eq!(turn.finish_reason, FinishReason::Length);
+    assert!(turn.message.tool_calls.is_empty());
+}
