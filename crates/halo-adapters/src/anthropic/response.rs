@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::request::REDACTED_THINKING_PREFIX;
-use crate::http::{body_excerpt, redact};
+use crate::http::{body_excerpt, redact, truncate};
 
 /// A `message` object. Every field is optional so that gateways that leave some out still
 /// parse.
@@ -107,6 +107,22 @@ pub(crate) fn finish_reason(raw: Option<&str>, tool_calls: &mut Vec<ToolCall>) -
     crate::finish::settle(mapped, tool_calls)
 }
 
+/// The error for `stop_reason: "refusal"`: Claude's safety classifiers stopped the answer
+/// (<https://docs.claude.com/en/docs/test-and-evaluate/strengthen-guardrails/handle-streaming-refusals>).
+/// The text generated before the stop, if any, is kept in the message (bounded). Not
+/// retryable unchanged: [`ModelError::Other`].
+pub(crate) fn refusal_error(text: &str) -> ModelError {
+    let said = if text.trim().is_empty() {
+        String::new()
+    } else {
+        format!("; it had written: {}", truncate(text.trim()))
+    };
+    ModelError::Other(format!(
+        "Claude refused to answer (stop_reason \"refusal\"){said}; change the prompt, \
+         retrying it unchanged is refused again"
+    ))
+}
+
 /// A `redacted_thinking` block kept as reasoning: empty text, the data behind
 /// [`REDACTED_THINKING_PREFIX`] as the signature.
 pub(crate) fn redacted_reasoning(data: &str) -> Reasoning {
@@ -120,7 +136,7 @@ pub(crate) fn redacted_reasoning(data: &str) -> Reasoning {
 ///
 /// # Errors
 /// [`ModelError::InvalidResponse`] when the body is not a message (not JSON, a `tool_use`
-/// block without an id or name); an error object inside a 200 body maps as an `error`
+/// block without an id or name); `stop_reason: "refusal"` → [`refusal_error`]; an error object inside a 200 body maps as an `error`
 /// event would ([`in_stream`](super::error::in_stream)). Excerpts never hold `secret`.
 pub(crate) fn parse(body: &[u8], secret: Option<&str>) -> Result<ModelResponse, ModelError> {
     let message: WireMessage = serde_json::from_slice(body).map_err(|e| {
@@ -164,6 +180,9 @@ pub(crate) fn parse(body: &[u8], secret: Option<&str>) -> Result<ModelResponse, 
             // Server tools, citations and future block types carry nothing Halo replays.
             _ => {}
         }
+    }
+    if message.stop_reason.as_deref() == Some("refusal") {
+        return Err(refusal_error(&text));
     }
     let finish_reason = finish_reason(message.stop_reason.as_deref(), &mut tool_calls);
     Ok(ModelResponse {

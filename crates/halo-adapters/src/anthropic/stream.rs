@@ -33,7 +33,7 @@ use halo_core::{
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::response::{WireUsage, finish_reason, redacted_reasoning};
+use super::response::{WireUsage, finish_reason, redacted_reasoning, refusal_error};
 use crate::http::body_excerpt;
 use crate::sse::{self, SseEvent};
 
@@ -317,12 +317,16 @@ impl sse::Assemble for Assembler {
     /// The assembled turn, once the stream has ended.
     ///
     /// # Errors
-    /// [`ModelError::Truncated`] when neither `message_stop` nor a `stop_reason` arrived.
+    /// [`ModelError::Truncated`] when neither `message_stop` nor a `stop_reason` arrived;
+    /// `stop_reason: "refusal"` → [`refusal_error`].
     fn finish(self) -> Result<ModelResponse, ModelError> {
         if !self.done && self.stop_reason.is_none() {
             return Err(ModelError::Truncated(
                 "the stream ended before message_stop or a stop_reason".into(),
             ));
+        }
+        if self.stop_reason.as_deref() == Some("refusal") {
+            return Err(refusal_error(&self.text));
         }
         let mut reasoning = Vec::new();
         for (_, block) in self.blocks {

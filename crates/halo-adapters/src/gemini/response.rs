@@ -31,7 +31,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::request::{CALL_ID_KEY, SIGNATURE_KEY};
-use crate::http::body_excerpt;
+use crate::http::{body_excerpt, truncate};
 
 /// One `GenerateContentResponse` (or one streamed chunk of it). Every field is optional so
 /// that a chunk carrying only usage still parses.
@@ -51,6 +51,9 @@ pub(crate) struct GenerateResponse {
 pub(crate) struct Candidate {
     pub content: Option<WireContent>,
     pub finish_reason: Option<String>,
+    /// The provider's explanation of `finish_reason` (sent with `MALFORMED_FUNCTION_CALL`,
+    /// `SAFETY` and the like).
+    pub finish_message: Option<String>,
     pub index: Option<u32>,
 }
 
@@ -81,6 +84,8 @@ pub(crate) struct WireFunctionCall {
 #[serde(default, rename_all = "camelCase")]
 pub(crate) struct PromptFeedback {
     pub block_reason: Option<String>,
+    /// The provider's explanation of `block_reason`.
+    pub block_reason_message: Option<String>,
 }
 
 /// `usageMetadata`. Zero counts are left out of proto3 JSON, so an absent count in a
@@ -152,6 +157,63 @@ pub(crate) fn finish_reason(raw: Option<&str>, tool_calls: &mut Vec<ToolCall>) -
     crate::finish::settle(mapped, tool_calls)
 }
 
+/// The error for a turn Gemini ended without a usable answer, with the provider's own
+/// explanation (`finishMessage`, `blockReasonMessage`) kept:
+///
+/// - `promptFeedback.blockReason` (and no `finishReason`): the prompt was blocked →
+///   [`ModelError::Other`] naming the reason; not retryable unchanged.
+/// - `MALFORMED_FUNCTION_CALL`: the model wrote a function call that does not parse →
+///   [`ModelError::InvalidResponse`] saying to retry (it usually succeeds on a second
+///   try; core's retry policy does not retry this variant on its own).
+/// - `SAFETY`, `RECITATION`, `PROHIBITED_CONTENT`, `BLOCKLIST`, `SPII`, `LANGUAGE` and the
+///   `IMAGE_*` reasons: the answer was withheld → [`ModelError::Other`] naming the
+///   category; not retryable unchanged.
+///
+/// Source: `FinishReason` and `BlockedReason` in js-genai's types
+/// (<https://github.com/googleapis/js-genai/blob/main/src/types.ts>) and
+/// <https://ai.google.dev/api/generate-content#FinishReason>.
+pub(crate) fn stop_error(
+    finish: Option<&str>,
+    finish_message: Option<&str>,
+    blocked: Option<&str>,
+    blocked_message: Option<&str>,
+) -> Option<ModelError> {
+    let explain = |message: Option<&str>| match message {
+        Some(m) => format!(": {}", truncate(m)),
+        None => String::new(),
+    };
+    let Some(finish) = finish else {
+        let reason = blocked?;
+        return Some(ModelError::Other(format!(
+            "Gemini blocked the prompt (promptFeedback.blockReason {reason}){}; nothing was \
+             generated: change the prompt or the request's safetySettings, retrying it \
+             unchanged is blocked again",
+            explain(blocked_message)
+        )));
+    };
+    let category = match finish {
+        "MALFORMED_FUNCTION_CALL" => {
+            return Some(ModelError::InvalidResponse(format!(
+                "Gemini generated a malformed function call (finishReason \
+                 MALFORMED_FUNCTION_CALL){}; no call was run: retry the request",
+                explain(finish_message)
+            )));
+        }
+        "SAFETY" | "IMAGE_SAFETY" => "safety filters",
+        "RECITATION" | "IMAGE_RECITATION" => "recitation of copyrighted or training material",
+        "PROHIBITED_CONTENT" | "IMAGE_PROHIBITED_CONTENT" => "prohibited content",
+        "BLOCKLIST" => "a term on the blocklist",
+        "SPII" => "sensitive personally identifiable information",
+        "LANGUAGE" => "an unsupported language",
+        _ => return None,
+    };
+    Some(ModelError::Other(format!(
+        "Gemini withheld the answer for {category} (finishReason {finish}){}; change the \
+         prompt or the request's safetySettings, retrying it unchanged stops the same way",
+        explain(finish_message)
+    )))
+}
+
 /// The source of internal ids for calls the API sent without one: `gemini-call-<n>`,
 /// counting per adapter (clones of the source share the count).
 #[derive(Debug, Clone, Default)]
@@ -178,7 +240,9 @@ pub(crate) struct Assembler {
     thought_open: bool,
     calls: Vec<ToolCall>,
     finish: Option<String>,
+    finish_message: Option<String>,
     blocked: Option<String>,
+    blocked_message: Option<String>,
     usage: Option<UsageMetadata>,
     model: Option<String>,
     saw_candidate: bool,
@@ -194,7 +258,9 @@ impl Assembler {
             thought_open: false,
             calls: Vec::new(),
             finish: None,
+            finish_message: None,
             blocked: None,
+            blocked_message: None,
             usage: None,
             model: None,
             saw_candidate: false,
@@ -224,12 +290,13 @@ impl Assembler {
         if chunk.usage_metadata.is_some() {
             self.usage = chunk.usage_metadata;
         }
-        if let Some(reason) = chunk
-            .prompt_feedback
-            .and_then(|f| f.block_reason)
-            .filter(|r| !r.is_empty())
-        {
-            self.blocked = Some(reason);
+        if let Some(feedback) = chunk.prompt_feedback {
+            if let Some(reason) = feedback.block_reason.filter(|r| !r.is_empty()) {
+                self.blocked = Some(reason);
+            }
+            if let Some(message) = feedback.block_reason_message.filter(|m| !m.is_empty()) {
+                self.blocked_message = Some(message);
+            }
         }
         for candidate in chunk.candidates {
             // Only the first candidate is the turn (`candidateCount` is not requested).
@@ -242,6 +309,9 @@ impl Assembler {
             }
             if let Some(reason) = candidate.finish_reason.filter(|r| !r.is_empty()) {
                 self.finish = Some(reason);
+            }
+            if let Some(message) = candidate.finish_message.filter(|m| !m.is_empty()) {
+                self.finish_message = Some(message);
             }
         }
         Ok(())
@@ -325,9 +395,18 @@ impl Assembler {
     /// Streaming (`streamed`): [`ModelError::Truncated`] when no chunk carried a
     /// `finishReason` (and the prompt was not blocked). Whole responses:
     /// [`ModelError::InvalidResponse`] when there is neither a candidate nor a block reason.
+    /// Both: a blocked prompt, a withheld answer or a malformed function call, as
+    /// [`stop_error`] says.
     pub(crate) fn finish(mut self, streamed: bool) -> Result<ModelResponse, ModelError> {
-        let blocked = self.finish.is_none() && self.blocked.is_some();
-        if self.finish.is_none() && !blocked {
+        if let Some(error) = stop_error(
+            self.finish.as_deref(),
+            self.finish_message.as_deref(),
+            self.blocked.as_deref(),
+            self.blocked_message.as_deref(),
+        ) {
+            return Err(error);
+        }
+        if self.finish.is_none() {
             if streamed {
                 return Err(ModelError::Truncated(
                     "the stream ended before a chunk with a finishReason".into(),
@@ -345,11 +424,7 @@ impl Assembler {
                 signature: Some(sig),
             });
         }
-        let finish_reason = if blocked {
-            FinishReason::ContentFilter
-        } else {
-            finish_reason(self.finish.as_deref(), &mut self.calls)
-        };
+        let finish_reason = finish_reason(self.finish.as_deref(), &mut self.calls);
         Ok(ModelResponse {
             message: AssistantMessage {
                 text: self.text,
@@ -498,6 +573,53 @@ mod tests {
     }
 
     #[test]
+    fn malformed_function_call_is_an_error_that_says_retry_and_keeps_finish_message() {
+        // Trigger: finishReason MALFORMED_FUNCTION_CALL with an empty answer.
+        let e = parse_json(json!({"candidates": [{"content": {"parts": []}, "finishReason": "MALFORMED_FUNCTION_CALL", "finishMessage": "Malformed function call: print(x"}]})).unwrap_err();
+        let ModelError::InvalidResponse(message) = &e else {
+            panic!("{e:?}")
+        };
+        assert!(message.contains("MALFORMED_FUNCTION_CALL"), "{message}");
+        assert!(
+            message.contains("Malformed function call: print(x"),
+            "{message}"
+        );
+        assert!(message.contains("retry the request"), "{message}");
+    }
+
+    #[test]
+    fn safety_recitation_and_prohibited_content_are_errors_naming_the_category() {
+        // Trigger: finishReason SAFETY / RECITATION / PROHIBITED_CONTENT (answer withheld).
+        for (reason, category) in [
+            ("SAFETY", "safety filters"),
+            ("RECITATION", "recitation"),
+            ("PROHIBITED_CONTENT", "prohibited content"),
+        ] {
+            let e = parse_json(json!({"candidates": [{"finishReason": reason, "finishMessage": "why it stopped"}]})).unwrap_err();
+            let ModelError::Other(message) = &e else {
+                panic!("{e:?}")
+            };
+            assert!(message.contains(category), "{message}");
+            assert!(message.contains(reason), "{message}");
+            assert!(message.contains(": why it stopped;"), "{message}");
+            assert!(!e.is_retryable());
+        }
+    }
+
+    #[test]
+    fn a_blocked_prompt_is_an_error_with_the_block_reason_and_message() {
+        // Trigger: promptFeedback.blockReason and no candidates.
+        let e = parse_json(json!({"promptFeedback": {"blockReason": "PROHIBITED_CONTENT", "blockReasonMessage": "The prompt is not allowed."}, "usageMetadata": {"promptTokenCount": 9}})).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "Gemini blocked the prompt (promptFeedback.blockReason PROHIBITED_CONTENT): The \
+             prompt is not allowed.; nothing was generated: change the prompt or the request's \
+             safetySettings, retrying it unchanged is blocked again"
+        );
+        assert!(!e.is_retryable());
+    }
+
+    #[test]
     fn finish_reasons_and_blocked_prompts_map() {
         let one = |reason: &str| {
             parse_json(json!({"candidates": [{"content": {"parts": [{"text": "x"}]}, "finishReason": reason}]}))
@@ -505,15 +627,7 @@ mod tests {
                 .finish_reason
         };
         assert_eq!(one("MAX_TOKENS"), FinishReason::Length);
-        assert_eq!(one("SAFETY"), FinishReason::ContentFilter);
-        assert_eq!(one("RECITATION"), FinishReason::ContentFilter);
-        assert_eq!(
-            one("MALFORMED_FUNCTION_CALL"),
-            FinishReason::Other("MALFORMED_FUNCTION_CALL".into())
-        );
-        let blocked = parse_json(json!({"promptFeedback": {"blockReason": "SAFETY"}, "usageMetadata": {"promptTokenCount": 9}})).unwrap();
-        assert_eq!(blocked.finish_reason, FinishReason::ContentFilter);
-        assert_eq!(blocked.message.text, "");
+        assert_eq!(one("OTHER"), FinishReason::Other("OTHER".into()));
         assert!(matches!(
             parse_json(json!({})),
             Err(ModelError::InvalidResponse(_))

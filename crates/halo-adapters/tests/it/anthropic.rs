@@ -730,6 +730,33 @@ async fn headers_and_usage_normalization() {
 }
 
 #[tokio::test]
+async fn a_refusal_is_an_error_that_keeps_what_claude_wrote() {
+    // Trigger: stop_reason "refusal" (the answer was stopped by Claude's classifiers).
+    let fake = FakeMessages::start([fake::message(
+        json!([{"type": "text", "text": "I can't help with that."}]),
+        "refusal",
+        json!({"input_tokens": 1, "output_tokens": 6}),
+    )])
+    .await;
+    let model = builder(&fake.base_url()).build().unwrap();
+    let options = GenerationOptions::default();
+    let history = [Message::user("hi")];
+    let e = model
+        .generate(request(&prefix(), &history, &options))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e,
+        ModelError::Other(
+            "Claude refused to answer (stop_reason \"refusal\"); it had written: I can't help \
+             with that.; change the prompt, retrying it unchanged is refused again"
+                .into()
+        )
+    );
+    assert!(!e.is_retryable());
+}
+
+#[tokio::test]
 async fn stop_reasons_map_to_finish_reasons() {
     let usage = json!({"input_tokens": 1, "output_tokens": 1});
     let text = json!([{"type": "text", "text": "x"}]);
@@ -737,7 +764,6 @@ async fn stop_reasons_map_to_finish_reasons() {
         ("end_turn", FinishReason::Stop),
         ("stop_sequence", FinishReason::Stop),
         ("max_tokens", FinishReason::Length),
-        ("refusal", FinishReason::ContentFilter),
         ("pause_turn", FinishReason::Other("pause_turn".into())),
     ];
     let fake = FakeMessages::start(

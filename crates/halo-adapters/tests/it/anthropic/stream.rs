@@ -404,3 +404,22 @@ fn a_tool_call_cut_by_max_tokens_is_not_returned_as_a_call() {
         .collect();
     assert_eq!(ids, ["toolu_ok"]);
 }
+
+#[test]
+fn a_streamed_refusal_ends_with_an_error_not_an_empty_finish() {
+    // Trigger: message_delta with stop_reason "refusal" and no text.
+    let body = start(basic_usage()) + &end("refusal", json!({"output_tokens": 0}));
+    let events = decode_all_splits(&body);
+    let Some(Err(ModelError::Other(message))) = events.last() else {
+        panic!("{events:?}")
+    };
+    assert!(
+        message.starts_with("Claude refused to answer (stop_reason \"refusal\"); change"),
+        "{message}"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, Ok(ModelStreamEvent::Finish(_))))
+    );
+}

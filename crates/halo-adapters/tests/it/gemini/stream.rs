@@ -249,15 +249,23 @@ async fn an_error_chunk_mid_stream_maps_by_its_status() {
 }
 
 #[tokio::test]
-async fn a_blocked_prompt_is_a_content_filter_finish() {
+async fn a_blocked_prompt_ends_the_stream_with_an_error_naming_the_reason() {
+    // Trigger: a streamed promptFeedback.blockReason SAFETY and no candidates.
     let body = sse(&[
         json!({"promptFeedback": {"blockReason": "SAFETY"}, "usageMetadata": {"promptTokenCount": 7}}),
     ]);
     let server = fake(body).await;
     let events = run(&server).await;
-    let Some(Ok(ModelStreamEvent::Finish(turn))) = events.last() else {
+    let Some(Err(ModelError::Other(message))) = events.last() else {
         panic!("{events:?}")
     };
-    assert_eq!(turn.finish_reason, FinishReason::ContentFilter);
-    assert_eq!(turn.message.text, "");
+    assert!(
+        message.contains("blocked the prompt (promptFeedback.blockReason SAFETY)"),
+        "{message}"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, Ok(ModelStreamEvent::Finish(_))))
+    );
 }
