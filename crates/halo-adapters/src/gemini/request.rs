@@ -29,6 +29,12 @@
 //!   after a user turn or after a function response turn.` otherwise. The note is part of
 //!   the history, never of the cached prefix, and the same history always gets it in the
 //!   same places.
+//! - Empty text is never sent as a part: Gemini rejects `{"text": ""}` with 400 `required
+//!   oneof field 'data' must have one initialized field`. The one exception is the empty
+//!   text part that carries a `thoughtSignature` (Gemini sends it so and wants it back). A
+//!   user, system or assistant turn left with no parts is skipped, as the Anthropic adapter
+//!   drops an empty assistant turn; turns with function calls or responses always have
+//!   parts, so call/response pairing is unchanged.
 
 use halo_core::{
     ContentPart, Message, ModelRequest, ResponseFormat, StablePrefix, ToolCall, ToolChoice,
@@ -377,17 +383,28 @@ fn contents(messages: &[Message], calls: &CallIds<'_>) -> Vec<Content> {
     let mut i = 0;
     while i < messages.len() {
         match &messages[i] {
+            // A turn left without parts (all its text empty) is skipped: Gemini rejects an
+            // empty text part and an empty `parts` alike (HTTP 400).
+            Message::System { content } if content.is_empty() => {}
             Message::System { content } => out.push(user_text(content)),
-            Message::User { content } => out.push(Content {
-                role: Some("user"),
-                parts: user_parts(content),
-            }),
+            Message::User { content } => {
+                let parts = user_parts(content);
+                if !parts.is_empty() {
+                    out.push(Content {
+                        role: Some("user"),
+                        parts,
+                    });
+                }
+            }
             Message::Assistant(a) => {
                 last_calls = &a.tool_calls;
-                out.push(Content {
-                    role: Some("model"),
-                    parts: model_parts(a),
-                });
+                let parts = model_parts(a);
+                if !parts.is_empty() {
+                    out.push(Content {
+                        role: Some("model"),
+                        parts,
+                    });
+                }
             }
             Message::Tool(_) => {
                 let mut group: Vec<&ToolResult> = Vec::new();
@@ -449,34 +466,32 @@ fn user_text(text: &str) -> Content {
     }
 }
 
+/// The parts of a user turn; empty text parts are left out (Gemini rejects them), so the
+/// list may be empty.
 fn user_parts(content: &[ContentPart]) -> Vec<Part> {
-    if content.is_empty() {
-        // A content needs at least one part.
-        return vec![Part {
-            text: Some(String::new()),
-            ..Part::default()
-        }];
-    }
     content
         .iter()
-        .map(|p| match p {
-            ContentPart::Text { text } => Part {
+        .filter_map(|p| match p {
+            ContentPart::Text { text } if text.is_empty() => None,
+            ContentPart::Text { text } => Some(Part {
                 text: Some(text.clone()),
                 ..Part::default()
-            },
-            ContentPart::Image { media_type, data } => Part {
+            }),
+            ContentPart::Image { media_type, data } => Some(Part {
                 inline_data: Some(InlineData {
                     mime_type: media_type.clone(),
                     data: data.clone(),
                 }),
                 ..Part::default()
-            },
+            }),
         })
         .collect()
 }
 
 /// The parts of a model turn, in the order the response gave them (see the module docs).
-/// A reasoning entry with empty text holds the signature of the turn's text part.
+/// A reasoning entry with empty text holds the signature of the turn's text part. An empty
+/// text part is sent only to carry that signature; a turn with nothing to send gives no
+/// parts (the caller skips it).
 fn model_parts(a: &halo_core::AssistantMessage) -> Vec<Part> {
     let mut parts = Vec::new();
     let mut text_signature = None;
@@ -507,12 +522,6 @@ fn model_parts(a: &halo_core::AssistantMessage) -> Vec<Part> {
                 args: call_args(call),
             }),
             thought_signature: provider_str(call, SIGNATURE_KEY).map(str::to_string),
-            ..Part::default()
-        });
-    }
-    if parts.is_empty() {
-        parts.push(Part {
-            text: Some(String::new()),
             ..Part::default()
         });
     }

@@ -678,8 +678,41 @@ fn check_contents(contents: &Value, allow_empty: bool) -> Result<(), (StatusCode
                 "* GenerateContentRequest.contents[{i}].parts: contents.parts must not be empty."
             )));
         }
+        for (j, part) in parts_of(c).iter().enumerate() {
+            if !has_data(part) {
+                return Err(invalid(format!(
+                    "* GenerateContentRequest.contents[{i}].parts[{j}].data: required oneof field 'data' must have one initialized field"
+                )));
+            }
+        }
     }
     Ok(())
+}
+
+/// Whether a part sets its `data` oneof, as the real API checks it: an empty `text` does
+/// not count (Gemini answers `{"text": ""}` with HTTP 400 "required oneof field 'data'
+/// must have one initialized field"), except on a part that carries a `thoughtSignature`
+/// (the signed empty text part Gemini itself sends at the end of an answer).
+fn has_data(part: &Value) -> bool {
+    const DATA: [&str; 6] = [
+        "inlineData",
+        "fileData",
+        "functionCall",
+        "functionResponse",
+        "executableCode",
+        "codeExecutionResult",
+    ];
+    if DATA
+        .iter()
+        .any(|f| part.get(*f).is_some_and(|v| !v.is_null()))
+    {
+        return true;
+    }
+    match part.get("text").and_then(Value::as_str) {
+        Some("") => part.get("thoughtSignature").is_some_and(|s| s.is_string()),
+        Some(_) => true,
+        None => false,
+    }
 }
 
 /// A content's role; a content without one is a `user` content.

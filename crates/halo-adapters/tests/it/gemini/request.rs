@@ -458,3 +458,70 @@ async fn the_simulator_rejects_a_function_call_turn_out_of_place_in_googles_shap
     }
     assert_eq!(sim.remaining_replies(), 1, "no reply was used");
 }
+
+#[tokio::test]
+async fn empty_text_is_never_sent_as_a_part_and_an_empty_turn_is_skipped() {
+    // Trigger: an empty user message, an empty assistant turn and an empty text part in the
+    // history (Gemini answers `{"text": ""}` with "required oneof field 'data' ...").
+    let sim = GeminiSim::start().await.unwrap();
+    sim.push_reply(SimReply::text("Done."));
+    let model = builder(&sim.base_url()).build().unwrap();
+    let prefix = small_prefix();
+    let history = [
+        Message::user("Start."),
+        Message::assistant(""),
+        Message::User {
+            content: Vec::new(),
+        },
+        Message::User {
+            content: vec![
+                halo_core::ContentPart::Text {
+                    text: String::new(),
+                },
+                halo_core::ContentPart::Text {
+                    text: "Go on.".into(),
+                },
+            ],
+        },
+    ];
+    let options = GenerationOptions::default();
+    let req = request(&prefix, &history, &options);
+    let body: serde_json::Value =
+        serde_json::from_slice(&model.request_body(&req, None).unwrap()).unwrap();
+    let contents = body["contents"].as_array().unwrap();
+    let last_two: Vec<_> = contents[contents.len() - 2..].to_vec();
+    assert_eq!(
+        last_two,
+        [
+            json!({"role": "user", "parts": [{"text": "Start."}]}),
+            json!({"role": "user", "parts": [{"text": "Go on."}]}),
+        ]
+    );
+    assert_eq!(model.generate(req).await.unwrap().message.text, "Done.");
+}
+
+#[tokio::test]
+async fn the_simulator_rejects_an_empty_text_part_as_gemini_does() {
+    // Trigger: a request with `{"text": ""}`; a regression in the adapter must fail loudly.
+    let sim = GeminiSim::start().await.unwrap();
+    let answer = reqwest::Client::new()
+        .post(format!(
+            "{}/v1beta/models/gemini-2.5-flash:generateContent",
+            sim.base_url()
+        ))
+        .header("x-goog-api-key", KEY)
+        .json(&json!({"contents": [
+            {"role": "user", "parts": [{"text": "Hi."}]},
+            {"role": "model", "parts": [{"text": ""}]},
+            {"role": "user", "parts": [{"text": "Again."}]},
+        ]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 400);
+    let body: serde_json::Value = answer.json().await.unwrap();
+    assert_eq!(
+        body["error"]["message"],
+        "* GenerateContentRequest.contents[1].parts[0].data: required oneof field 'data' must have one initialized field"
+    );
+}
