@@ -37,7 +37,7 @@
 //!
 //! Errors map to [`ModelError`] by HTTP status (see [`AnthropicAdapter::generate`]); 429,
 //! 5xx and 529 (`overloaded_error`) are retried with exponential backoff through [`backon`],
-//! honouring `retry-after` up to [`MAX_RETRY_DELAY`]. The API key lives in a
+//! honouring `retry-after` up to [`MAX_RETRY_DELAY`] (a longer one fails at once). The API key lives in a
 //! [`secrecy::SecretString`] and never appears in `Debug` output, logs or errors.
 //!
 //! ```no_run

@@ -74,7 +74,8 @@
 //! # Errors
 //! `{"error":{"code","message","status","details"}}` bodies map to [`ModelError`] by
 //! status (see [`GeminiAdapter::generate`]); 429 and 5xx are retried through [`backon`],
-//! waiting the `google.rpc.RetryInfo.retryDelay` of the body up to [`MAX_RETRY_DELAY`].
+//! waiting the `google.rpc.RetryInfo.retryDelay` of the body up to [`MAX_RETRY_DELAY`] (a
+//! longer delay fails at once, the error carrying it).
 //!
 //! [`explicit_cache`]: GeminiBuilder::explicit_cache
 //! [`cache_ttl`]: GeminiBuilder::cache_ttl

@@ -5,7 +5,9 @@
 //! What a provider's answers mean (status classes, error bodies, events) stays in its own
 //! module; these helpers take its mapping (`from_status`) as a function. Retries go through
 //! [`backon`] with exponential backoff and jitter, waiting the provider's delay
-//! ([`ModelError::retry_after`]) instead when it gave one, capped at [`MAX_RETRY_DELAY`].
+//! ([`ModelError::retry_after`]) instead when it gave one. A provider that asks for more
+//! than [`MAX_RETRY_DELAY`] is not waited for: its error is returned at once (its
+//! `retry_after()` still says how long), so the caller decides.
 
 use std::borrow::Cow;
 use std::future::Future;
@@ -105,8 +107,16 @@ pub const MAX_EXCERPT_BYTES: usize = 500;
 /// [`ModelError`].
 pub(crate) type FromStatus = fn(u16, &HeaderMap, &[u8], Option<&str>) -> ModelError;
 
+/// Whether the retry loop tries `err` again: a retryable error whose provider delay, if it
+/// gave one, is at most [`MAX_RETRY_DELAY`]. A longer delay (a `retry-after` of hours, a
+/// quota reset) fails at once rather than retrying too early.
+fn should_retry(err: &ModelError) -> bool {
+    err.is_retryable() && err.retry_after().is_none_or(|r| r <= MAX_RETRY_DELAY)
+}
+
 /// The wait before the next attempt: `None` when backon has no retry left, else the
-/// provider's delay (capped at [`MAX_RETRY_DELAY`]) or, without one, the backoff delay.
+/// provider's delay (at most [`MAX_RETRY_DELAY`], see [`should_retry`]) or, without one,
+/// the backoff delay.
 fn retry_wait(err: &ModelError, backoff_delay: Option<Duration>) -> Option<Duration> {
     backoff_delay.map(|d| err.retry_after().map_or(d, |r| r.min(MAX_RETRY_DELAY)))
 }
@@ -134,7 +144,8 @@ pub(crate) struct Exchange<'a> {
 
 impl Exchange<'_> {
     /// `operation` with the retry policy: retryable errors are tried again up to
-    /// `max_retries` times, waiting the provider's delay or an exponential backoff.
+    /// `max_retries` times, waiting the provider's delay or an exponential backoff; an
+    /// error whose provider delay exceeds [`MAX_RETRY_DELAY`] is returned at once.
     pub(crate) async fn with_retries<T, F, Fut>(&self, operation: F) -> Result<T, ModelError>
     where
         F: FnMut() -> Fut,
@@ -147,7 +158,7 @@ impl Exchange<'_> {
             .with_jitter();
         operation
             .retry(backoff)
-            .when(ModelError::is_retryable)
+            .when(should_retry)
             .adjust(retry_wait)
             .notify(|err, wait| {
                 tracing::warn!(
@@ -299,7 +310,7 @@ pub(crate) fn redact(text: String, secret: Option<&str>) -> String {
 /// The delay the provider asked for: `retry-after-ms` (milliseconds, fractions allowed),
 /// else `retry-after` as seconds (fractions allowed) or as an HTTP-date relative to `now`.
 /// Zero, negative, past and unparseable values give `None`. The value is reported as sent;
-/// the retry loop caps its wait at [`MAX_RETRY_DELAY`].
+/// the retry loop does not retry when it exceeds [`MAX_RETRY_DELAY`].
 pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     let header = |name: &str| {
         headers
@@ -364,6 +375,19 @@ mod tests {
             h.insert(*k, HeaderValue::from_str(v).unwrap());
         }
         h
+    }
+
+    #[test]
+    fn a_retry_after_longer_than_the_max_delay_is_not_retried() {
+        // Trigger: a 429 with `retry-after: 99999` (waiting 60 s then retrying was wrong).
+        let limited = |secs| ModelError::RateLimited {
+            retry_after: Some(Duration::from_secs(secs)),
+            message: "quota".into(),
+        };
+        assert!(!should_retry(&limited(99_999)));
+        assert!(should_retry(&limited(MAX_RETRY_DELAY.as_secs())));
+        assert!(should_retry(&ModelError::Transport("reset".into())));
+        assert!(!should_retry(&ModelError::InvalidResponse("x".into())));
     }
 
     #[test]

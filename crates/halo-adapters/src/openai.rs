@@ -26,8 +26,9 @@
 //!
 //! Errors map to [`ModelError`] by HTTP status (see [`OpenAiCompatible::generate`]);
 //! retryable ones (429, 5xx, transport) are retried with exponential backoff through
-//! [`backon`], honouring `retry-after-ms` / `retry-after` up to [`MAX_RETRY_DELAY`]. The
-//! API key lives in a [`secrecy::SecretString`] and never appears in `Debug` output, logs or
+//! [`backon`], honouring `retry-after-ms` / `retry-after` up to [`MAX_RETRY_DELAY`] (a
+//! longer delay fails at once, the error carrying it).
+//! The API key lives in a [`secrecy::SecretString`] and never appears in `Debug` output, logs or
 //! errors.
 //!
 //! ```no_run

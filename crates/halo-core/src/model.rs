@@ -230,8 +230,24 @@ pub enum ModelError {
 
 fn fmt_retry(d: &Option<Duration>) -> String {
     match d {
-        Some(d) => format!(", retry after {} ms", d.as_millis()),
+        Some(d) => format!(", retry after {}", readable(*d)),
         None => String::new(),
+    }
+}
+
+/// A delay in the two largest units that matter: `250 ms`, `3 s`, `1 min 30 s`,
+/// `27 h 46 min`. Below a second it is milliseconds; from a second on, leftover
+/// milliseconds are dropped.
+fn readable(d: Duration) -> String {
+    let secs = d.as_secs();
+    let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    match (h, m, s) {
+        (0, 0, 0) => format!("{} ms", d.as_millis()),
+        (0, 0, s) => format!("{s} s"),
+        (0, m, 0) => format!("{m} min"),
+        (0, m, s) => format!("{m} min {s} s"),
+        (h, 0, _) => format!("{h} h"),
+        (h, m, _) => format!("{h} h {m} min"),
     }
 }
 
@@ -438,6 +454,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn retry_delays_read_in_readable_units() {
+        // Trigger: `retry-after: 99999` printed as "retry after 99999000 ms".
+        let shown = |d| fmt_retry(&Some(d));
+        assert_eq!(
+            shown(Duration::from_secs(99_999)),
+            ", retry after 27 h 46 min"
+        );
+        assert_eq!(shown(Duration::from_secs(7200)), ", retry after 2 h");
+        assert_eq!(shown(Duration::from_secs(90)), ", retry after 1 min 30 s");
+        assert_eq!(shown(Duration::from_secs(120)), ", retry after 2 min");
+        assert_eq!(shown(Duration::from_millis(3400)), ", retry after 3 s");
+        assert_eq!(shown(Duration::from_millis(250)), ", retry after 250 ms");
+        assert_eq!(fmt_retry(&None), "");
+    }
+
+    #[test]
     fn retry_policy() {
         let e = ModelError::RateLimited {
             retry_after: Some(Duration::from_secs(2)),
@@ -446,7 +478,7 @@ mod tests {
         assert!(e.is_retryable());
         assert_eq!(e.retry_after(), Some(Duration::from_secs(2)));
         assert_eq!(e.status(), Some(429));
-        assert!(e.to_string().contains("retry after 2000 ms"));
+        assert!(e.to_string().contains("retry after 2 s"));
         let e = ModelError::InsufficientBalance {
             status: 402,
             message: "Insufficient Balance".into(),

@@ -33,6 +33,7 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The first backoff delay by default; it doubles on each retry.
 pub const DEFAULT_RETRY_MIN_DELAY: Duration = Duration::from_secs(1);
 /// The longest single wait between attempts, `retry-after` included (the cap OpenAI's SDKs use).
+/// A provider asking for longer is not retried: its error is returned at once.
 pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
 
 /// Body fields the adapter writes itself; [`OpenAiBuilder::body_field`] refuses them.

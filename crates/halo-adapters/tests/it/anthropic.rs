@@ -904,3 +904,32 @@ async fn client_errors_are_typed_not_retried_and_redacted() {
         assert!(text.contains(&message.replace(KEY, "[redacted]")), "{text}");
     }
 }
+
+#[tokio::test]
+async fn a_retry_after_beyond_the_max_delay_fails_at_once_with_the_delay() {
+    // Trigger: a 429 with `retry-after: 99999` (it used to wait 60 s and retry).
+    let fake = FakeMessages::start([
+        fake::error(429, "rate_limit_error", "Daily quota exhausted")
+            .insert_header("retry-after", "99999"),
+        fake::message(
+            json!([{"type": "text", "text": "too early"}]),
+            "end_turn",
+            json!({"input_tokens": 1, "output_tokens": 1}),
+        ),
+    ])
+    .await;
+    let model = builder(&fake.base_url())
+        .max_retries(3)
+        .retry_min_delay(Duration::from_millis(1))
+        .build()
+        .unwrap();
+    let options = GenerationOptions::default();
+    let history = [Message::user("hi")];
+    let e = model
+        .generate(request(&prefix(), &history, &options))
+        .await
+        .unwrap_err();
+    assert_eq!(e.retry_after(), Some(Duration::from_secs(99_999)));
+    assert!(e.to_string().contains("retry after 27 h 46 min"), "{e}");
+    assert_eq!(fake.requests().len(), 1, "not retried");
+}
