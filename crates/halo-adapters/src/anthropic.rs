@@ -38,7 +38,9 @@
 //! Errors map to [`ModelError`] by HTTP status (see [`AnthropicAdapter::generate`]); 429,
 //! 5xx and 529 (`overloaded_error`) are retried with exponential backoff through [`backon`],
 //! honouring `retry-after` up to [`MAX_RETRY_DELAY`] (a longer one fails at once). The API key lives in a
-//! [`secrecy::SecretString`] and never appears in `Debug` output, logs or errors.
+//! [`secrecy::SecretString`] and never appears in `Debug` output, logs or errors (error
+//! texts are redacted for keys of at least
+//! [`MIN_REDACTED_KEY_CHARS`](crate::openai::MIN_REDACTED_KEY_CHARS) characters).
 //!
 //! ```no_run
 //! use halo_adapters::anthropic::AnthropicAdapter;

@@ -7,7 +7,9 @@
 //! `:streamGenerateContent?alt=sse` and decodes the chunks ([`decode_stream`], over the
 //! shared [`sse`](crate::sse) layer). The API key goes in the `x-goog-api-key` header,
 //! never in the URL, so it cannot leak into a logged URL; it lives in a
-//! [`secrecy::SecretString`] and never appears in `Debug` output, logs or errors.
+//! [`secrecy::SecretString`] and never appears in `Debug` output, logs or errors (error
+//! texts are redacted for keys of at least
+//! [`MIN_REDACTED_KEY_CHARS`](crate::openai::MIN_REDACTED_KEY_CHARS) characters).
 //!
 //! # Mapping
 //! The stable prefix's system text is `systemInstruction`, its tools one

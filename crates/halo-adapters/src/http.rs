@@ -289,7 +289,7 @@ pub(crate) fn truncate(s: &str) -> String {
 /// key that straddles an excerpt's end would otherwise survive in part.
 pub(crate) fn redact_body<'b>(body: &'b [u8], secret: Option<&str>) -> Cow<'b, [u8]> {
     match secret {
-        Some(s) if !s.is_empty() => Cow::Owned(
+        Some(s) if redactable(s) => Cow::Owned(
             String::from_utf8_lossy(body)
                 .replace(s, "[redacted]")
                 .into_bytes(),
@@ -299,12 +299,23 @@ pub(crate) fn redact_body<'b>(body: &'b [u8], secret: Option<&str>) -> Cow<'b, [
 }
 
 /// Replaces every occurrence of `secret` (the API key) in `text` with `[redacted]`: some
-/// gateways echo the `Authorization` header back in their error body.
+/// gateways echo the `Authorization` header back in their error body. Keys shorter than
+/// [`MIN_REDACTED_KEY_CHARS`] are left alone (see there).
 pub(crate) fn redact(text: String, secret: Option<&str>) -> String {
     match secret {
-        Some(s) if !s.is_empty() && text.contains(s) => text.replace(s, "[redacted]"),
+        Some(s) if redactable(s) && text.contains(s) => text.replace(s, "[redacted]"),
         _ => text,
     }
+}
+
+/// The shortest API key (in chars) that the adapters redact from error texts. Real API keys
+/// are dozens of characters; a placeholder key such as `x` or `test` (local servers accept
+/// any) would otherwise be cut out of every word that contains it (`exhausted` →
+/// `e[redacted]hausted`), and a key that short protects nothing.
+pub const MIN_REDACTED_KEY_CHARS: usize = 8;
+
+fn redactable(secret: &str) -> bool {
+    secret.chars().count() >= MIN_REDACTED_KEY_CHARS
 }
 
 /// The delay the provider asked for: `retry-after-ms` (milliseconds, fractions allowed),
@@ -375,6 +386,31 @@ mod tests {
             h.insert(*k, HeaderValue::from_str(v).unwrap());
         }
         h
+    }
+
+    #[test]
+    fn a_short_key_is_not_redacted_out_of_words() {
+        // Trigger: the placeholder key `x` turned "exhausted" into "e[redacted]hausted".
+        let text = "quota exhausted".to_string();
+        assert_eq!(redact(text.clone(), Some("x")), "quota exhausted");
+        assert_eq!(
+            redact_body(b"quota exhausted", Some("1234567")).as_ref(),
+            b"quota exhausted"
+        );
+    }
+
+    #[test]
+    fn a_key_of_eight_chars_or_more_is_redacted_everywhere() {
+        // Trigger: a gateway echoing the key (8 chars, the shortest redacted) in its error.
+        let text = "bad key sk-12345 (sk-12345)".to_string();
+        assert_eq!(
+            redact(text, Some("sk-12345")),
+            "bad key [redacted] ([redacted])"
+        );
+        assert_eq!(
+            redact_body(b"key sk-12345", Some("sk-12345")).as_ref(),
+            b"key [redacted]"
+        );
     }
 
     #[test]

@@ -28,8 +28,9 @@
 //! retryable ones (429, 5xx, transport) are retried with exponential backoff through
 //! [`backon`], honouring `retry-after-ms` / `retry-after` up to [`MAX_RETRY_DELAY`] (a
 //! longer delay fails at once, the error carrying it).
-//! The API key lives in a [`secrecy::SecretString`] and never appears in `Debug` output, logs or
-//! errors.
+//! The API key lives in a [`secrecy::SecretString`] and never appears in `Debug` output,
+//! logs or errors (error texts are redacted for keys of at least [`MIN_REDACTED_KEY_CHARS`]
+//! characters; a shorter placeholder key is left in place rather than cut out of words).
 //!
 //! ```no_run
 //! use halo_adapters::openai::OpenAiCompatible;
@@ -63,7 +64,7 @@ use serde_json::{Map, Value};
 
 use crate::http;
 
-pub use crate::http::MAX_EXCERPT_BYTES;
+pub use crate::http::{MAX_EXCERPT_BYTES, MIN_REDACTED_KEY_CHARS};
 pub use config::{
     ConfigError, DEEPSEEK_DEFAULT_BASE_URL, DEEPSEEK_DEFAULT_MODEL, DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_RETRIES, DEFAULT_RETRY_MIN_DELAY, DEFAULT_TIMEOUT, MAX_RETRY_DELAY,

@@ -141,11 +141,11 @@ mod tests {
         assert!(e.is_retryable(), "{e:?}");
         assert_eq!(e.status(), Some(529));
         let e = in_stream(
-            r#"{"type":"error","error":{"type":"mystery","message":"key sk-1 leaked"}}"#,
-            Some("sk-1"),
+            r#"{"type":"error","error":{"type":"mystery","message":"key sk-ant-1234 leaked"}}"#,
+            Some("sk-ant-1234"),
         );
         assert!(!e.is_retryable());
         assert!(e.to_string().contains("key [redacted] leaked"), "{e}");
-        assert!(!e.to_string().contains("sk-1"));
+        assert!(!e.to_string().contains("sk-ant-1234"));
     }
 }
