@@ -78,8 +78,9 @@ pub(crate) fn check_body_fields(
     }
 }
 
-/// `url` (the builder's base URL `base` with the API path joined) parsed and checked: http
-/// or https, no query, no fragment.
+/// `url` (the builder's base URL `base` with the API path joined) parsed and checked: `base`
+/// names its scheme (`127.0.0.1:9` does not), the scheme is http or https, and there is no
+/// query and no fragment.
 ///
 /// # Errors
 /// [`ConfigError::InvalidBaseUrl`] naming `base` and what is wrong.
@@ -88,9 +89,19 @@ pub(crate) fn api_url(base: &str, url: &str) -> Result<reqwest::Url, ConfigError
         url: base.to_string(),
         reason,
     };
+    let with_scheme = |what: &str| {
+        invalid(format!(
+            "{what}: include `http://` or `https://` (e.g. `http://127.0.0.1:8080`)"
+        ))
+    };
+    if !base.contains("://") {
+        // `127.0.0.1:9` fails as "relative URL without a base", `localhost:9` parses
+        // with the scheme `localhost`: both lack the scheme.
+        return Err(with_scheme("the base URL has no scheme"));
+    }
     let url = reqwest::Url::parse(url).map_err(|e| invalid(e.to_string()))?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(invalid("the scheme must be http or https".into()));
+        return Err(with_scheme("the scheme must be http or https"));
     }
     if url.query().is_some() || url.fragment().is_some() {
         return Err(invalid(
@@ -98,6 +109,29 @@ pub(crate) fn api_url(base: &str, url: &str) -> Result<reqwest::Url, ConfigError
         ));
     }
     Ok(url)
+}
+
+/// A 404's error with what to check appended to its message: the URL path that was not
+/// found (the key redacted, should a gateway carry it there), the base URL and the model
+/// name. The variant the provider's mapping chose is kept.
+fn not_found(error: ModelError, path: &str, secret: Option<&str>) -> ModelError {
+    let hint = |message: String| {
+        redact(
+            format!("{message}; `{path}` was not found: check the base URL and the model name"),
+            secret,
+        )
+    };
+    match error {
+        ModelError::InvalidRequest { status, message } => ModelError::InvalidRequest {
+            status,
+            message: hint(message),
+        },
+        ModelError::Http { status, message } => ModelError::Http {
+            status,
+            message: hint(message),
+        },
+        other => other,
+    }
 }
 
 /// The most bytes of a provider's error text kept in a [`ModelError`].
@@ -184,6 +218,7 @@ impl Exchange<'_> {
             return Ok(response);
         }
         let headers = response.headers().clone();
+        let path = response.url().path().to_string();
         let bytes = response.bytes().await.map_err(|e| self.transport(&e))?;
         tracing::debug!(
             provider = %self.provider,
@@ -192,7 +227,12 @@ impl Exchange<'_> {
             "{} error response",
             self.what
         );
-        Err((self.from_status)(status, &headers, &bytes, self.secret))
+        let error = (self.from_status)(status, &headers, &bytes, self.secret);
+        Err(if status == 404 {
+            not_found(error, &path, self.secret)
+        } else {
+            error
+        })
     }
 
     /// The whole body of a 2xx answer.

@@ -17,8 +17,9 @@ use crate::openai::error::error_value_message;
 /// Maps a non-2xx answer to a typed error.
 ///
 /// - 400 `invalid_request_error`, 404 `not_found_error` (an unknown model or a wrong base
-///   URL), 413 `request_too_large` → [`ModelError::InvalidRequest`] with that status: the
-///   request itself must change.
+///   URL; the adapter adds the path and what to check to the message), 413
+///   `request_too_large` → [`ModelError::InvalidRequest`] with that status: the request
+///   itself must change.
 /// - 401 `authentication_error`, 403 `permission_error` → [`ModelError::Authentication`].
 /// - 402 `billing_error` → [`ModelError::InsufficientBalance`].
 /// - 429 `rate_limit_error` → [`ModelError::RateLimited`] with the `retry-after` delay.

@@ -14,12 +14,15 @@ use halo_core::ModelError;
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
+use super::config::GEMINI_API_KEY_VAR;
 use crate::http::{body_excerpt, redact, redact_body, retry_after, truncate};
 
 /// Maps a non-2xx answer of the Gemini API to a typed error.
 ///
-/// - 400 → [`ModelError::InvalidRequest`]; 401, 403 → [`ModelError::Authentication`];
-///   404 and other statuses → [`ModelError::Http`].
+/// - 400 → [`ModelError::InvalidRequest`], except a bad key (400 `INVALID_ARGUMENT` with
+///   a `details[].reason` of `API_KEY_INVALID`) → [`ModelError::Authentication`] saying to
+///   check `GEMINI_API_KEY`; 401, 403 → [`ModelError::Authentication`]; 404 and other
+///   statuses → [`ModelError::Http`] (the adapter adds the path to a 404's message).
 /// - 429 → [`ModelError::RateLimited`], except a per-day quota (a `QuotaFailure` whose
 ///   `quotaId` names `PerDay`, which does not reset for hours) →
 ///   [`ModelError::InsufficientBalance`], so it is not retried.
@@ -52,6 +55,10 @@ pub(crate) fn from_status(
             .or_else(|| delay_in_text(&message))
     };
     match status {
+        400 if error.is_some_and(is_bad_key) => ModelError::Authentication {
+            status,
+            message: format!("{message}; check {GEMINI_API_KEY_VAR}"),
+        },
         400 => ModelError::InvalidRequest { status, message },
         401 | 403 => ModelError::Authentication { status, message },
         429 if error.is_some_and(is_daily_quota) => ModelError::InsufficientBalance {
@@ -97,6 +104,20 @@ pub(crate) fn in_stream(payload: &Value, secret: Option<&str>) -> ModelError {
             secret,
         )),
     }
+}
+
+/// Whether an error says the API key is not valid: a `details[]` entry (an `ErrorInfo`)
+/// with `reason: "API_KEY_INVALID"`, as Gemini answers a wrong key with HTTP 400
+/// (<https://ai.google.dev/gemini-api/docs/troubleshooting>).
+fn is_bad_key(error: &Value) -> bool {
+    error
+        .get("details")
+        .and_then(Value::as_array)
+        .is_some_and(|details| {
+            details
+                .iter()
+                .any(|d| d.get("reason").and_then(Value::as_str) == Some("API_KEY_INVALID"))
+        })
 }
 
 /// The HTTP status Google pairs with a canonical `google.rpc.Code` name

@@ -933,3 +933,35 @@ async fn a_retry_after_beyond_the_max_delay_fails_at_once_with_the_delay() {
     assert!(e.to_string().contains("retry after 27 h 46 min"), "{e}");
     assert_eq!(fake.requests().len(), 1, "not retried");
 }
+
+#[tokio::test]
+async fn a_404_names_the_path_and_says_to_check_the_base_url_and_model() {
+    // Trigger: an unknown model (Anthropic answers 404 not_found_error).
+    let fake =
+        FakeMessages::start([fake::error(404, "not_found_error", "model: claude-nope")]).await;
+    let model = builder(&fake.base_url()).build().unwrap();
+    let options = GenerationOptions::default();
+    let history = [Message::user("hi")];
+    let e = model
+        .generate(request(&prefix(), &history, &options))
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(404));
+    let text = e.to_string();
+    assert!(text.contains("model: claude-nope"), "{text}");
+    assert!(
+        text.contains("`/v1/messages` was not found: check the base URL and the model name"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_base_url_without_a_scheme_is_a_config_error_saying_to_add_it() {
+    // Trigger: ANTHROPIC_BASE_URL=127.0.0.1:9 gave "relative URL without a base".
+    let e = builder("127.0.0.1:9").build().unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "invalid base URL `127.0.0.1:9`: the base URL has no scheme: include `http://` or \
+         `https://` (e.g. `http://127.0.0.1:8080`)"
+    );
+}

@@ -1512,3 +1512,15 @@ async fn logs_show_sizes_and_retries_but_never_the_key() {
     );
     assert!(!logs.contains(KEY), "the key leaked into the logs");
 }
+
+#[test]
+fn a_base_url_without_a_scheme_is_a_config_error_saying_to_add_it() {
+    // Trigger: a base URL like `127.0.0.1:8080` ("relative URL without a base").
+    let e = OpenAiCompatible::custom("127.0.0.1:8080", "m")
+        .build()
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("include `http://` or `https://`"),
+        "{e}"
+    );
+}

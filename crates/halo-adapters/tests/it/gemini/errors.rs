@@ -198,7 +198,9 @@ async fn client_errors_are_typed_excerpted_and_never_hold_the_key() {
         ModelError::Http {
             status: 404,
             message:
-                "models/gemini-2.5-flash is not found for API version v1beta (status NOT_FOUND)"
+                "models/gemini-2.5-flash is not found for API version v1beta (status NOT_FOUND); \
+                 `/v1beta/models/gemini-2.5-flash:generateContent` was not found: check the base \
+                 URL and the model name"
                     .into()
         }
     );
@@ -222,4 +224,53 @@ fn debug_output_hides_the_key() {
     let shown = format!("{model:?} {:?}", builder("http://127.0.0.1:9"));
     assert!(!shown.contains(KEY), "{shown}");
     assert!(shown.contains("[redacted]"));
+}
+
+#[tokio::test]
+async fn a_bad_key_is_an_authentication_error_naming_gemini_api_key() {
+    // Trigger: Gemini answers a wrong key with 400 INVALID_ARGUMENT, reason API_KEY_INVALID.
+    let (server, _) = fake(vec![google_error(
+        400,
+        "INVALID_ARGUMENT",
+        "API key not valid. Please pass a valid API key.",
+        json!([{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID", "domain": "googleapis.com"}]),
+    )])
+    .await;
+    let e = call(&server.uri(), 2).await.unwrap_err();
+    assert_eq!(
+        e,
+        ModelError::Authentication {
+            status: 400,
+            message: "API key not valid. Please pass a valid API key. (status INVALID_ARGUMENT); check GEMINI_API_KEY".into(),
+        }
+    );
+    assert!(!e.is_retryable());
+}
+
+#[tokio::test]
+async fn a_404_names_the_path_and_says_to_check_the_base_url_and_model() {
+    // Trigger: a wrong model name or base URL (nothing mounted at the path: 404).
+    let (server, _) = fake(vec![]).await;
+    let e = call(&format!("{}/wrong", server.uri()), 0)
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(404));
+    assert!(
+        e.to_string().contains(
+            "`/wrong/v1beta/models/gemini-2.5-flash:generateContent` was not found: check the base URL and the model name"
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_base_url_without_a_scheme_is_a_config_error_saying_to_add_it() {
+    // Trigger: GEMINI_BASE_URL=127.0.0.1:9 ("relative URL without a base").
+    for base in ["127.0.0.1:9", "localhost:9"] {
+        let e = builder(base).build().unwrap_err();
+        assert!(
+            e.to_string().contains("include `http://` or `https://`"),
+            "{e}"
+        );
+    }
 }
