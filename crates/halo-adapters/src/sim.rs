@@ -9,11 +9,16 @@
 //!   provider's JSON or SSE shape;
 //! - counts tokens with a real BPE tokenizer ([`count_tokens`], OpenAI's `o200k_base` via
 //!   `tiktoken-rs`), so cache figures are in tokens, not bytes;
-//! - records every request body it receives, and can be told to drop its cache
-//!   (`drop_cache`) to provoke a cache bust.
+//! - records every request body it receives.
 //!
-//! The cache rules per provider live in the submodules; see
-//! `shared/reference/provider-protocols.md` for the sources.
+//! The OpenAI, DeepSeek and Anthropic simulators can be told to drop their cache
+//! (`drop_cache`) to provoke a cache bust. [`gemini::GeminiSim::drop_cache`] drops only
+//! Gemini's implicit cache: its explicit `cachedContents` objects are resources that stay
+//! until they expire or are deleted, so a bust of one is provoked with
+//! [`gemini::GeminiSim::expire_all`] (or by moving its clock past `expireTime`).
+//!
+//! The cache rules per provider live in the submodules, each citing its provider's
+//! documentation.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -2,7 +2,8 @@
 //!
 //! Framing follows the WHATWG event-stream algorithm
 //! (<https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation>)
-//! with the tolerances provider streams need (provider-protocols §0):
+//! with the tolerances provider streams need, as OpenAI's SDK decoder has them
+//! (<https://github.com/openai/openai-python/blob/main/src/openai/_streaming.py>):
 //!
 //! - Lines end in LF, CRLF or CR; a CR at the end of one network read followed by an LF at
 //!   the start of the next is **one** terminator. An event ends at a blank line.

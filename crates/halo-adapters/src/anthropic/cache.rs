@@ -2,8 +2,8 @@
 //! cacheable lengths, and [`plan_breakpoints`], a pure function from a request's block
 //! layout to at most four breakpoints.
 //!
-//! Source: <https://platform.claude.com/docs/en/build-with-claude/prompt-caching>
-//! (provider-protocols §3.2). What the planner relies on:
+//! Source: <https://platform.claude.com/docs/en/build-with-claude/prompt-caching>. What the
+//! planner relies on:
 //! - A request is cached as one sequence of blocks in the order **tools → system →
 //!   messages**. A breakpoint (`cache_control` on a block) makes the prefix up to and
 //!   including that block a cache entry; a later request reads the longest entry its own
@@ -51,7 +51,8 @@ pub const DEFAULT_MIN_CACHEABLE_TOKENS: u64 = 1024;
 /// [`AnthropicBuilder::min_cacheable_tokens`](super::AnthropicBuilder::min_cacheable_tokens)):
 /// Anthropic's prompt-caching page as quoted in `anthropics/anthropic-sdk-python#1194`
 /// (early 2026) for the 3.x and 4.x models, and a late-2026 summary of the same page for
-/// Opus 4.7, Opus 4.8, Sonnet 5 and the 5-family (provider-protocols §3.2). Where sources
+/// Opus 4.7, Opus 4.8, Sonnet 5 and the 5-family
+/// (<https://platform.claude.com/docs/en/build-with-claude/prompt-caching>). Where sources
 /// disagree (Sonnet 4.6 is reported caching only from 2048 in practice; Bedrock lists Opus
 /// 4.7 at 4096) the lower figure is used: a breakpoint below the real minimum costs nothing,
 /// while a missing one loses the cache.

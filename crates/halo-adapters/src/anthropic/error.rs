@@ -1,7 +1,7 @@
 //! Anthropic's failures mapped to [`ModelError`]: HTTP statuses, the
 //! `{"type":"error","error":{"type","message"}}` body, and `error` events mid-stream.
 //!
-//! Source: <https://platform.claude.com/docs/en/api/errors> (provider-protocols §3.6). The
+//! Source: <https://platform.claude.com/docs/en/api/errors>. The
 //! excerpting, `retry-after` parsing and key redaction are the OpenAI-compatible adapter's
 //! ([`crate::openai`]), shared.
 

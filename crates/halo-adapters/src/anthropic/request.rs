@@ -1,8 +1,9 @@
 //! The Messages request body: wire types, the mapping from a [`ModelRequest`], and the
 //! placement of `cache_control` markers.
 //!
-//! Shape: <https://platform.claude.com/docs/en/api/messages> (provider-protocols §3.1,
-//! §3.4, §3.5). The mapping:
+//! Shape: <https://platform.claude.com/docs/en/api/messages>, tool results:
+//! <https://platform.claude.com/docs/en/agents-and-tools/tool-use/handle-tool-calls>. The
+//! mapping:
 //! - `tools`: the prefix's tool specs in their canonical order, with `input_schema`.
 //! - `system`: one text block with the prefix's system text (skill catalog included), then
 //!   one text block per `System` message among the few-shot turns. Empty texts are left out

@@ -1,8 +1,8 @@
 //! The Messages response: wire types, and their mapping to Halo's [`ModelResponse`],
 //! [`Usage`] and [`FinishReason`].
 //!
-//! Shape: <https://platform.claude.com/docs/en/api/messages> (provider-protocols §3.2,
-//! §3.4–§3.6). [`WireUsage::normalize`] and [`finish_reason`] are shared with the streaming
+//! Shape: <https://platform.claude.com/docs/en/api/messages> (usage:
+//! <https://platform.claude.com/docs/en/build-with-claude/prompt-caching>). [`WireUsage::normalize`] and [`finish_reason`] are shared with the streaming
 //! path (`stream.rs`).
 
 use halo_core::{

@@ -2,8 +2,7 @@
 //! [`ModelStreamEvent`]s and, at the end, the same [`ModelResponse`] a non-streaming call
 //! returns.
 //!
-//! Shape: <https://platform.claude.com/docs/en/build-with-claude/streaming>
-//! (provider-protocols §3.3). Events are dispatched on the data's `type` (the `event:`
+//! Shape: <https://platform.claude.com/docs/en/build-with-claude/streaming>. Events are dispatched on the data's `type` (the `event:`
 //! name when the data has none):
 //! - `message_start`: the envelope (model) and the input side of `usage`.
 //! - `content_block_start` / `content_block_delta` / `content_block_stop`, keyed by the

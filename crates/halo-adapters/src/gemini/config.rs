@@ -153,7 +153,8 @@ impl Default for GeminiBuilder {
 
 impl GeminiBuilder {
     /// The model id, such as `gemini-2.5-flash` (a leading `models/` is accepted and
-    /// dropped); default [`GEMINI_DEFAULT_MODEL`]. Opaque configuration: no list is api_url.
+    /// dropped); default [`GEMINI_DEFAULT_MODEL`]. The id is not checked against a list of
+    /// models: it goes into the request URL as given, and an unknown one answers 404.
     pub fn model(mut self, model: impl Into<String>) -> Self {
         let model: String = model.into();
         let model = model.trim();

@@ -2,7 +2,8 @@
 //! delay from `google.rpc.RetryInfo`, per-day quotas, and the "cached content is gone"
 //! answers the cache lifecycle recovers from.
 //!
-//! Shape (<https://ai.google.dev/gemini-api/docs/troubleshooting>, provider-protocols §4.5):
+//! Shape (<https://ai.google.dev/gemini-api/docs/troubleshooting>,
+//! <https://ai.google.dev/api/generate-content>):
 //! `{"error":{"code":429,"message":"…","status":"RESOURCE_EXHAUSTED","details":[{"@type":
 //! "type.googleapis.com/google.rpc.RetryInfo","retryDelay":"13s"}, …]}}`. A 429 comes
 //! without a `Retry-After` header: the wait is only in the body, as a protobuf duration

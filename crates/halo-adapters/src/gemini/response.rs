@@ -101,7 +101,8 @@ pub(crate) struct UsageMetadata {
     pub total_token_count: Option<u64>,
 }
 
-/// Normalizes `usageMetadata` (provider-protocols §4.4):
+/// Normalizes `usageMetadata` (<https://ai.google.dev/api/generate-content#UsageMetadata>,
+/// <https://ai.google.dev/gemini-api/docs/caching>):
 /// - `input_tokens` = `promptTokenCount`, which already includes the cached tokens;
 ///   `toolUsePromptTokenCount` (Gemini's built-in tools, which Halo does not use) is not
 ///   added.

@@ -3,14 +3,16 @@
 //!
 //! Gemini answers any key outside its `Schema` object with `400 Invalid JSON payload
 //! received. Unknown name "<key>" … Cannot find field.`, a type array with "Proto field is
-//! not repeating, cannot start list.", and does not resolve `$ref` (provider-protocols
-//! §4.2; <https://ai.google.dev/api/caching#Schema>). [`sanitize_schema`] keeps only the
+//! not repeating, cannot start list.", and does not resolve `$ref`
+//! (<https://ai.google.dev/api/caching#Schema>,
+//! <https://ai.google.dev/gemini-api/docs/function-calling>). [`sanitize_schema`] keeps only the
 //! accepted keys, after rewriting what has an equivalent.
 
 use serde_json::{Map, Value};
 
-/// The keys of Gemini's `Schema` object (an OpenAPI 3.0 subset), per the API reference and
-/// the empirical list in provider-protocols §4.2.
+/// The keys of Gemini's `Schema` object (an OpenAPI 3.0 subset), per the API reference
+/// (<https://ai.google.dev/api/caching#Schema>) and the list found to be accepted in
+/// practice (<https://github.com/NousResearch/hermes-agent/blob/main/agent/gemini_schema.py>).
 const ALLOWED: &[&str] = &[
     "type",
     "format",

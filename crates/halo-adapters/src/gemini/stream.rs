@@ -1,7 +1,9 @@
 //! Streaming `streamGenerateContent?alt=sse`: each server-sent event's data is one
 //! `GenerateContentResponse` chunk, read by the same [`Assembler`] as a whole response.
 //!
-//! What differs from OpenAI's stream (provider-protocols §0, §4.2):
+//! What differs from OpenAI's stream
+//! (<https://ai.google.dev/api/generate-content#method:-models.streamgeneratecontent>,
+//! <https://ai.google.dev/gemini-api/docs/function-calling>):
 //! - There is no `[DONE]`: the body simply ends (a gateway's `[DONE]` is accepted and
 //!   ends the turn). Events are framed with CRLF.
 //! - Text and thought parts arrive as deltas; a `functionCall` arrives whole inside one

@@ -26,7 +26,8 @@ pub const DEEPSEEK_DEFAULT_MODEL: &str = "deepseek-chat";
 /// Retries after the first attempt, by default.
 pub const DEFAULT_MAX_RETRIES: u32 = 2;
 /// The whole-request timeout by default: 10 minutes, because DeepSeek may keep a request
-/// queued that long before inference starts (provider-protocols §0).
+/// queued that long before inference starts
+/// (<https://api-docs.deepseek.com/quick_start/rate_limit>).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 /// The connect timeout by default.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -62,7 +63,8 @@ pub enum Profile {
     OpenAi,
     /// DeepSeek (<https://api-docs.deepseek.com/api/create-chat-completion>): cache hits in
     /// `usage.prompt_cache_hit_tokens`, `reasoning_content` replayed on every assistant
-    /// message (thinking mode, provider-protocols §1.8), no images, `json_object` only.
+    /// message (thinking mode, <https://api-docs.deepseek.com/guides/thinking_mode>), no
+    /// images, `json_object` only.
     DeepSeek,
     /// Any other compatible server (llama.cpp `llama-server`, Ollama, vLLM): the key is
     /// optional and nothing vendor-specific is sent.
@@ -127,7 +129,8 @@ impl Profile {
 
 /// Whether assistant messages carry `reasoning_content` when the history is sent back.
 ///
-/// DeepSeek's rule changed over time (provider-protocols §1.8): R1 rejected replayed
+/// DeepSeek's rule changed over time (<https://api-docs.deepseek.com/guides/thinking_mode>,
+/// <https://api-docs.deepseek.com/guides/reasoning_model>): R1 rejected replayed
 /// reasoning, V3.2 needed it within a tool turn, V4 thinking mode needs it on every assistant
 /// message. Make it per-model configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -291,7 +294,8 @@ impl OpenAiBuilder {
     /// Streaming only: the longest wait from the response headers to the stream's first
     /// event (its first `data:`), which keep-alive comments do not extend. DeepSeek keeps a
     /// queued request open with `: keep-alive` lines for up to 10 minutes
-    /// (provider-protocols §0); this bounds that wait separately from
+    /// (<https://api-docs.deepseek.com/quick_start/rate_limit>); this bounds that wait
+    /// separately from
     /// [`timeout`](Self::timeout). Default: none (only the whole-request timeout applies).
     /// When it expires the stream ends with [`ModelError::Transport`](halo_core::ModelError),
     /// which is retryable, without being retried inside the call.

@@ -5,7 +5,9 @@
 //! Sources: OpenAI error codes (<https://platform.openai.com/docs/guides/error-codes>),
 //! DeepSeek error codes (<https://api-docs.deepseek.com/quick_start/error_codes>), and the
 //! retry-delay rule of OpenAI's Stainless SDKs (`retry-after-ms`, then `retry-after` as
-//! seconds or an HTTP-date), as summarised in provider-protocols §1.10 and §2.5.
+//! seconds or an HTTP-date; `_parse_retry_after_header` in
+//! <https://github.com/openai/openai-python/blob/main/src/openai/_base_client.py>), and
+//! DeepSeek's codes (<https://api-docs.deepseek.com/quick_start/error_codes>).
 
 use std::time::SystemTime;
 
@@ -79,7 +81,8 @@ pub(crate) fn from_status(
 }
 
 /// Maps an error reported *inside* a 200 event stream: an `{"error": …}` chunk, an
-/// `event: error`, or old llama.cpp's `error:` field line (provider-protocols §0).
+/// `event: error`, or old llama.cpp's `error:` field line (its server wrote
+/// `error: {json}`; <https://github.com/ggml-org/llama.cpp/tree/master/tools/server>).
 ///
 /// The status is the error's own numeric `code` or `status` when it is an HTTP status
 /// (llama.cpp and vLLM send one), else the status OpenAI documents for its `type` or `code`

@@ -23,7 +23,8 @@ pub(crate) struct ChatCompletion {
     pub model: Option<String>,
     pub choices: Vec<Choice>,
     pub usage: Option<WireUsage>,
-    /// llama.cpp `llama-server`'s non-standard timings (provider-protocols §5.1).
+    /// llama.cpp `llama-server`'s non-standard timings
+    /// (<https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md>).
     pub timings: Option<Timings>,
     /// Some proxies answer HTTP 200 with an error object.
     pub error: Option<Value>,
@@ -110,7 +111,8 @@ pub(crate) struct Timings {
 /// Normalizes usage. Cache reads come from DeepSeek's `prompt_cache_hit_tokens`, else
 /// `prompt_tokens_details.cached_tokens` (OpenAI, llama.cpp, vLLM, newer Ollama), else
 /// llama.cpp's `timings.cache_n`; a server that reports none of them gives `None`
-/// (unknown), never `0` (provider-protocols §5.4). `input_tokens` is `prompt_tokens`
+/// (unknown), never `0` (many Ollama versions send no cache field:
+/// <https://github.com/ollama/ollama/issues/8008>). `input_tokens` is `prompt_tokens`
 /// (cached included), or DeepSeek's hit + miss when `prompt_tokens` is missing.
 pub(crate) fn usage(wire: Option<&WireUsage>, timings: Option<&Timings>) -> Usage {
     let Some(u) = wire else {
@@ -162,7 +164,7 @@ pub(crate) fn fresh_call_id() -> String {
 }
 
 /// DeepSeek's `finish_reason` when it interrupted inference for lack of resources
-/// (<https://api-docs.deepseek.com/api/create-chat-completion>, provider-protocols §1.4).
+/// (<https://api-docs.deepseek.com/api/create-chat-completion>).
 pub(crate) const INSUFFICIENT_SYSTEM_RESOURCE: &str = "insufficient_system_resource";
 
 /// The error for a turn DeepSeek cut short with [`INSUFFICIENT_SYSTEM_RESOURCE`]:

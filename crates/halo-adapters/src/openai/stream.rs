@@ -3,7 +3,10 @@
 //! [`parse`](super::response::parse) builds from a non-streaming body.
 //!
 //! Shape: <https://platform.openai.com/docs/api-reference/chat-streaming/streaming>, with the
-//! vendor differences of provider-protocols §1.4, §2.1, §2.2 and §5:
+//! vendor differences (DeepSeek:
+//! <https://api-docs.deepseek.com/api/create-chat-completion>; OpenAI's chunk type:
+//! <https://github.com/openai/openai-python/blob/main/src/openai/types/chat/chat_completion_chunk.py>;
+//! llama.cpp: <https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md>):
 //!
 //! - Text arrives in `delta.content`; DeepSeek (and llama.cpp `--reasoning-format deepseek`)
 //!   reasoning in `delta.reasoning_content`, vLLM/OpenRouter's in `delta.reasoning`.

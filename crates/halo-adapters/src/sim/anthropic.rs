@@ -23,8 +23,7 @@
 //!
 //! # How the cache is computed
 //!
-//! Source: <https://platform.claude.com/docs/en/build-with-claude/prompt-caching>
-//! (provider-protocols §3.2).
+//! Source: <https://platform.claude.com/docs/en/build-with-claude/prompt-caching>.
 //! - The request is **linearized** ([`blocks`]) in the order tools → system → messages: one
 //!   block per tool definition, per system text block (a string `system` is one block), and
 //!   per message content block (a string `content` is one text block). A block's text is its

@@ -33,7 +33,7 @@
 //! (a test bug, not a provider behaviour).
 //!
 //! # How the cache is computed
-//! Source: <https://ai.google.dev/gemini-api/docs/caching> (provider-protocols §4.4).
+//! Source: <https://ai.google.dev/gemini-api/docs/caching>.
 //! - A request is **linearized** into tokens ([`super::tokens`], `o200k_base`): its head,
 //!   then one piece per `contents` entry (the entry's canonical JSON and a newline). The head
 //!   is the cached content's tokens when the request names one, else the canonical JSON of

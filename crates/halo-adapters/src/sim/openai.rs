@@ -4,8 +4,9 @@
 //! Wire format (what [`crate::openai::OpenAiCompatible`] speaks): a `chat.completion` JSON
 //! body, or with `stream: true` a `text/event-stream` of `chat.completion.chunk`s ending in
 //! `data: [DONE]`, with the usage chunk `stream_options.include_usage` asks for (OpenAI: a
-//! last chunk with `choices: []`; DeepSeek: usage on the finish chunk, provider-protocols
-//! §1.4, §2.2). Routes: `/v1/chat/completions` ([`OpenAiSim::base_url`]) and
+//! last chunk with `choices: []`,
+//! <https://platform.openai.com/docs/api-reference/chat-streaming>; DeepSeek: usage on the
+//! finish chunk, <https://api-docs.deepseek.com/api/create-chat-completion>). Routes: `/v1/chat/completions` ([`OpenAiSim::base_url`]) and
 //! `/chat/completions` (DeepSeek's own base URL has no `/v1`).
 //!
 //! Every request is checked first: a body that is not JSON, has no `model` or `messages`,
@@ -17,7 +18,8 @@
 //! # How the cache is computed
 //!
 //! The request is **linearized** ([`linearize`]): the `tools` array first (OpenAI places
-//! tool definitions before the instructions, provider-protocols §2.3), then one segment per
+//! tool definitions before the instructions,
+//! <https://developers.openai.com/api/docs/guides/prompt-caching>), then one segment per
 //! message, `<|role|>` + reasoning + content + tool calls (name and argument string) +
 //! `<|end|>`. Each segment is tokenized on its own with `o200k_base` ([`super::tokens`]) and
 //! the token lists are concatenated, as a chat template's special tokens keep message

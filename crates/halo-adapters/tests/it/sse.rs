@@ -1,6 +1,7 @@
 //! The shared SSE layer (`halo_adapters::sse`) on byte-chunk cases: each case is a list of
 //! network reads fed through a stream, and the exact events and ending it must give
-//! (issue 3 §1, provider-protocols §0). Bodies without a fixed split are also fed at every
+//! (<https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation>,
+//! <https://github.com/openai/openai-python/blob/main/src/openai/_streaming.py>). Bodies without a fixed split are also fed at every
 //! split point and one byte at a time, and must give the same result.
 
 use futures::StreamExt as _;
