@@ -428,6 +428,8 @@ impl HaloAgent {
     /// - [`HaloError::Model`] when a model call fails; the log keeps the input and every
     ///   step completed before the failure.
     /// - [`HaloError::ToolFatal`] when a tool ends the run; the failing step is not logged.
+    /// - [`HaloError::Aborted`] when a tool hook aborts the run (a user quitting at an
+    ///   approval prompt); the step is not logged.
     /// - [`HaloError::MaxStepsReached`] after `max_steps` calls that all asked for tools.
     ///
     /// Unknown tools, bad arguments and failing tools are not errors: they become tool
