@@ -3,6 +3,7 @@
 use futures::future::BoxFuture;
 use halo_core::{ToolCall, ToolHook, ToolResult};
 
+use crate::text::HeadTail;
 use crate::tools::{DEFAULT_OUTPUT_LIMIT, NOTES_MARGIN, ToolOptions};
 
 /// The default bound of [`OutputTruncation`], in bytes: 33 KiB, the sandbox tools' default
@@ -82,29 +83,14 @@ impl OutputTruncation {
         if content.len() <= self.max_bytes {
             return None;
         }
-        // The note is longest when the whole content is dropped; budget for that.
-        let note_room = note(content.len()).len();
-        let budget = self.max_bytes.saturating_sub(note_room);
-        let mut head_end = budget / 2;
-        while !content.is_char_boundary(head_end) {
-            head_end -= 1;
-        }
-        let mut tail_start = content.len() - (budget - budget / 2);
-        while !content.is_char_boundary(tail_start) {
-            tail_start += 1;
-        }
-        let omitted = tail_start - head_end;
-        Some(format!(
-            "{}{}{}",
-            &content[..head_end],
-            note(omitted),
-            &content[tail_start..]
-        ))
+        // The note is longest when the whole content is dropped; budget for that. The cut
+        // is the one `bash` makes: head and tail on character boundaries, joined by the
+        // same `[... N bytes omitted ...]` line.
+        let note_room = format!("\n[... {} bytes omitted ...]\n", content.len()).len();
+        let mut kept = HeadTail::new(self.max_bytes.saturating_sub(note_room));
+        kept.push(content.as_bytes());
+        Some(kept.finish().text)
     }
-}
-
-fn note(omitted: usize) -> String {
-    format!("\n[... {omitted} bytes omitted ...]\n")
 }
 
 impl ToolHook for OutputTruncation {
