@@ -85,7 +85,11 @@ pub fn run_cmd(cmd: &mut std::process::Command) -> anyhow::Result<()> {
         "{} {}",
         cmd.get_program().to_string_lossy(),
         cmd.get_args()
-            .map(|a| a.to_string_lossy().into_owned())
+            .map(|a| {
+                let a = a.to_string_lossy();
+                // A NUL byte cannot be quoted; show the argument as it is then.
+                shlex::try_quote(&a).map_or_else(|_| a.to_string(), |q| q.into_owned())
+            })
             .collect::<Vec<_>>()
             .join(" ")
     );

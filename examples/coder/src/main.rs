@@ -285,6 +285,9 @@ async fn main() -> anyhow::Result<()> {
     let mut tools = sandbox.tools();
     let mut permissions = args.permissions;
     if small {
+        if permissions.yes {
+            println!("(--yes has no effect: the small embedded model always runs read-only)");
+        }
         permissions.read_only = true;
         // A 135M-parameter model gets the read-only tools and two worked examples.
         tools.retain(|t| SMALL_MODEL_TOOLS.contains(&t.spec().name.as_str()));
