@@ -15,6 +15,10 @@ use serde_json::Value;
 
 use crate::{root, run_cmd};
 
+/// halo-core's package name: `halo-core` on crates.io is an unrelated crate. Its directory,
+/// its library (`halo_core`) and its workspace dependency key keep the design's name.
+pub const CORE_PACKAGE: &str = "halo-agent-core";
+
 /// Halo crates that may depend on halo-core and on no other Halo crate.
 const LEAF_CRATES: &[&str] = &[
     "halo-adapters",
@@ -50,11 +54,7 @@ const CORE_FORBIDDEN_TRANSITIVE: &[&str] = &[
     "async-std",
 ];
 
-pub fn run(args: &[String]) -> anyhow::Result<()> {
-    let only_tidy = args.iter().any(|a| a == "--tidy");
-    if only_tidy {
-        return tidy();
-    }
+pub fn run() -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     step("tidy", tidy)?;
     step("fmt", || {
@@ -299,14 +299,23 @@ fn check_layering(meta: &Value) -> Vec<String> {
             .collect();
         if LEAF_CRATES.contains(&name) {
             for d in &halo_deps {
-                if *d != "halo-core" {
+                if *d != CORE_PACKAGE {
                     problems.push(format!(
                         "{name} depends on {d}; leaf crates depend only on halo-core"
                     ));
                 }
             }
         }
-        if name == "halo-core" {
+        if name == "xtask" {
+            for d in &halo_deps {
+                problems.push(format!(
+                    "xtask depends on {d}; it depends on no Halo crate (run what needs one as an \
+                     example with `cargo run --example`), so a broken crate cannot break CI's \
+                     entry point"
+                ));
+            }
+        }
+        if name == CORE_PACKAGE {
             for d in &halo_deps {
                 problems.push(format!(
                     "halo-core depends on {d}; it must depend on no other Halo crate"
@@ -336,10 +345,12 @@ fn check_layering(meta: &Value) -> Vec<String> {
         .collect();
     let Some(core_id) = name_of
         .iter()
-        .find(|(_, n)| **n == "halo-core")
+        .find(|(_, n)| **n == CORE_PACKAGE)
         .map(|(id, _)| *id)
     else {
-        problems.push("halo-core not found in cargo metadata".into());
+        problems.push(format!(
+            "{CORE_PACKAGE} (halo-core) not found in cargo metadata"
+        ));
         return problems;
     };
     let mut seen = BTreeSet::new();

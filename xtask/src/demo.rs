@@ -1,5 +1,5 @@
-//! `cargo xtask demo "TASK" [--dir DIR] [--read-only] [--yes]`: sets up what is missing, then
-//! runs `examples/coder` (the two flags are passed on to it).
+//! `cargo xtask demo ["TASK"] [--dir DIR] [--max-steps N] [--read-only] [--yes]`: sets up what
+//! is missing, then runs `examples/coder` (the flags are the coder's and are passed on to it).
 //!
 //! With `ANTHROPIC_API_KEY`, `GEMINI_API_KEY`, `DEEPSEEK_API_KEY` or `OPENAI_API_KEY` set
 //! (picked in that order; each with an optional `*_BASE_URL` and `*_MODEL`), the agent uses
@@ -7,11 +7,9 @@
 //! prerequisites are checked (and installed with apt-get on Debian/Ubuntu as root) and the
 //! model file is fetched on first use.
 
-use std::path::PathBuf;
-use std::process::Command;
-
 use anyhow::bail;
 
+use crate::cli::DemoArgs;
 use crate::{root, run_cmd};
 
 const SAMPLE_FILES: &[(&str, &str)] = &[
@@ -29,33 +27,18 @@ const SAMPLE_FILES: &[(&str, &str)] = &[
     ),
 ];
 
-pub fn run(args: &[String]) -> anyhow::Result<()> {
-    let mut task = None;
-    let mut dir = None;
-    let mut pass_on: Vec<&str> = Vec::new();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            flag @ ("--read-only" | "--yes") => pass_on.push(flag),
-            "--dir" => match it.next() {
-                Some(d) => dir = Some(PathBuf::from(d)),
-                None => bail!("--dir needs a folder"),
-            },
-            s if s.starts_with("--") => {
-                bail!(
-                    "unknown option `{s}`; usage: cargo xtask demo \"TASK\" [--dir DIR] [--read-only] [--yes]"
-                )
-            }
-            s if s.trim().is_empty() => {
-                bail!("the task is empty; say what the agent should do, in quotes")
-            }
-            s if task.is_none() => task = Some(s.to_string()),
-            s => bail!("unexpected argument `{s}`; put the task in quotes"),
-        }
-    }
-    let task =
-        task.unwrap_or_else(|| "What does notes.txt say? Answer in one sentence.".to_string());
+/// The task when none is given.
+pub const DEFAULT_TASK: &str = "What does notes.txt say? Answer in one sentence.";
 
+pub fn run(args: DemoArgs) -> anyhow::Result<()> {
+    let DemoArgs {
+        task,
+        dir,
+        max_steps,
+        read_only,
+        yes,
+    } = args;
+    let task = task.unwrap_or_else(|| DEFAULT_TASK.to_string());
     let dir = match dir {
         Some(d) => {
             if !d.is_dir() {
@@ -90,20 +73,61 @@ pub fn run(args: &[String]) -> anyhow::Result<()> {
     ]
     .iter()
     .any(|k| std::env::var(k).is_ok_and(|v| !v.is_empty()));
-    let mut cmd = Command::new("cargo");
+    let mut cmd = crate::cargo();
     // Not `--quiet`: the first run builds llama.cpp for minutes, and its progress shows that.
     cmd.args(["run", "-p", "coder"]);
     if remote {
         cmd.arg("--no-default-features");
+        if !built(false) {
+            eprintln!(
+                "xtask demo: building the coder for a hosted provider (the first build takes \
+                 about 2 min on 2 cores)"
+            );
+        }
     } else {
         crate::prereqs::ensure()?;
         let model = crate::model::ensure_model()?;
         cmd.env("HALO_MODEL", model);
+        if !built(true) {
+            eprintln!(
+                "xtask demo: building the coder with the embedded model; the first build \
+                 compiles llama.cpp (C++) and takes about 6 min on 2 cores; later runs start \
+                 in seconds"
+            );
+        }
     }
-    cmd.arg("--")
-        .arg(&task)
-        .arg("--dir")
-        .arg(&dir)
-        .args(&pass_on);
+    cmd.arg("--").arg(&task).arg("--dir").arg(&dir);
+    if let Some(n) = max_steps {
+        cmd.arg("--max-steps").arg(n.to_string());
+    }
+    if read_only {
+        cmd.arg("--read-only");
+    }
+    if yes {
+        cmd.arg("--yes");
+    }
     run_cmd(&mut cmd)
+}
+
+/// Whether the coder binary was built before, with (`local`) or without the embedded model: a
+/// hint for the progress line only (cargo decides what to rebuild).
+fn built(local: bool) -> bool {
+    let target = crate::interop::target_dir(&root());
+    let stamp = if local {
+        // llama.cpp's build output: present once the embedded model has been built.
+        target.join("debug/build")
+    } else {
+        target.join("debug/coder")
+    };
+    if !local {
+        return stamp.exists();
+    }
+    std::fs::read_dir(stamp).is_ok_and(|rd| {
+        rd.flatten().any(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("llama-cpp-sys-2-")
+                && e.path().join("output").exists()
+        })
+    })
 }

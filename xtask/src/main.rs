@@ -1,66 +1,35 @@
-//! `cargo xtask`: Halo's developer tasks.
+//! `cargo xtask`: Halo's developer tasks (`cargo xtask --help` lists them).
 //!
-//! - `cargo xtask ci`: every check CI runs (fmt, clippy, tests, doctests, docs, tidy).
+//! - `cargo xtask ci`: every check CI runs (tidy, fmt, clippy, doctests, interop, tests, docs).
 //! - `cargo xtask model`: fetch the default GGUF model into the cache folder; prints its path.
-//! - `cargo xtask demo "TASK" [--dir DIR] [--read-only] [--yes]`: set up what is missing, then run the coding agent.
+//! - `cargo xtask demo ["TASK"] [--dir DIR] [--max-steps N] [--read-only] [--yes]`: set up
+//!   what is missing, then run the coding agent.
 //! - `cargo xtask bench <name>`: print measurements (`cache`, `local-cache`, `sse`, `tools`).
+//! - `cargo xtask release`: check versions and the changelog, package every crate, print the tag.
+//!
+//! xtask depends on no Halo crate: what needs one runs as an example through `cargo run`, so a
+//! broken adapter cannot break the CI entry point and `tidy` does not wait for reqwest.
 
 mod bench_cache;
 mod bench_local;
 mod bench_sse;
 mod bench_tools;
 mod ci;
+mod cli;
 mod demo;
 mod interop;
 mod model;
 mod prereqs;
+mod release;
 
 use anyhow::bail;
-
-const USAGE: &str = "usage: cargo xtask <command>
-
-commands:
-  ci                        run every check CI runs (fmt, clippy, tests, doctests, docs, tidy)
-  model                     fetch the default GGUF model (SmolLM2-135M-Instruct Q4_1); prints its path
-  demo \"TASK\" [--dir DIR] [--read-only] [--yes]
-                            run the coding agent on TASK in DIR (default: a sample folder);
-                            --read-only: reading tools only; --yes: run commands without asking
-  interop                   check halo-stream with the `ai` npm package (node)
-  bench <name>              print a benchmark's figures; names: cache, local-cache, sse, tools";
+use clap::Parser as _;
 
 fn main() {
-    if let Err(e) = real_main() {
+    let cli = cli::Cli::parse();
+    if let Err(e) = cli::dispatch(cli) {
         eprintln!("error: {e:#}");
         std::process::exit(1);
-    }
-}
-
-fn real_main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let rest = args.get(1..).unwrap_or_default();
-    match args.first().map(String::as_str) {
-        Some("ci") => ci::run(rest),
-        Some("model") => {
-            let path = model::ensure_model()?;
-            println!("{}", path.display());
-            Ok(())
-        }
-        Some("demo") => demo::run(rest),
-        Some("interop") => interop::run(),
-        Some("bench") => match rest.first().map(String::as_str) {
-            Some("cache") => bench_cache::run(),
-            Some("local-cache") => bench_local::run(),
-            Some("sse") => bench_sse::run(),
-            Some("tools") => bench_tools::run(),
-            Some(name) => bail!("unknown benchmark `{name}`\n\n{USAGE}"),
-            None => bail!("name a benchmark\n\n{USAGE}"),
-        },
-        Some("-h" | "--help" | "help") => {
-            println!("{USAGE}");
-            Ok(())
-        }
-        Some(other) => bail!("unknown command `{other}`\n\n{USAGE}"),
-        None => bail!("{USAGE}"),
     }
 }
 
@@ -79,24 +48,30 @@ pub fn root() -> std::path::PathBuf {
         .unwrap_or(manifest)
 }
 
-/// Runs a command in the workspace root, echoing it; fails on a non-zero exit.
-pub fn run_cmd(cmd: &mut std::process::Command) -> anyhow::Result<()> {
-    let shown = format!(
-        "{} {}",
-        cmd.get_program().to_string_lossy(),
-        cmd.get_args()
-            .map(|a| {
-                let a = a.to_string_lossy();
-                // A NUL byte cannot be quoted; show the argument as it is then.
-                shlex::try_quote(&a).map_or_else(|_| a.to_string(), |q| q.into_owned())
-            })
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
-    eprintln!("$ {shown}");
-    // `cargo run` gave this process the xtask package's CARGO_PKG_* variables. Passed on,
-    // they change the environment that build scripts with `rerun-if-env-changed` (ring's)
-    // are fingerprinted with, and the whole TLS stack rebuilds for nothing.
+/// The command line as it can be pasted into a shell (arguments quoted where needed).
+pub fn shown(cmd: &std::process::Command) -> String {
+    std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|a| {
+            let a = a.to_string_lossy();
+            // A NUL byte cannot be quoted; show the argument as it is then.
+            shlex::try_quote(&a).map_or_else(|_| a.to_string(), |q| q.into_owned())
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A `cargo` command: the cargo running xtask, else `cargo` on the PATH.
+pub fn cargo() -> std::process::Command {
+    std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+/// Removes the variables `cargo run` gave xtask from what `cmd` inherits.
+///
+/// Passed on, `CARGO_PKG_*` and friends change the environment that build scripts with
+/// `rerun-if-env-changed` (ring's) are fingerprinted with, and the whole TLS stack rebuilds
+/// for nothing.
+fn drop_cargo_run_env(cmd: &mut std::process::Command) {
     for (key, _) in std::env::vars_os() {
         let key = key.to_string_lossy();
         if key.starts_with("CARGO_PKG_")
@@ -112,6 +87,13 @@ pub fn run_cmd(cmd: &mut std::process::Command) -> anyhow::Result<()> {
             cmd.env_remove(key.as_ref());
         }
     }
+}
+
+/// Runs a command in the workspace root, echoing it; fails on a non-zero exit.
+pub fn run_cmd(cmd: &mut std::process::Command) -> anyhow::Result<()> {
+    let shown = shown(cmd);
+    eprintln!("$ {shown}");
+    drop_cargo_run_env(cmd);
     let status = cmd
         .current_dir(root())
         .status()

