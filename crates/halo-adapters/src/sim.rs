@@ -48,6 +48,54 @@ pub fn count_tokens(text: &str) -> u64 {
 }
 
 /// One scripted model answer a simulator renders in its provider's wire format.
+///
+/// A simulator answers each request with the next reply of its script and fails a request
+/// that finds the script empty (HTTP 418). An agent run makes one model call per step, so
+/// a run with one round of tools needs two replies: the tool call, then the text answer the
+/// model gives after reading the result. The fake also works from your own crate (feature
+/// `sim`) to try an agent and its tools without a provider:
+///
+/// ```
+/// use halo_adapters::openai::OpenAiCompatible;
+/// use halo_adapters::sim::{SimReply, openai::OpenAiSim};
+/// use halo_core::{HaloAgent, Tool, ToolError, ToolOutput};
+/// use serde_json::json;
+///
+/// struct Shout;
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct ShoutArgs {
+///     /// The text to upper-case.
+///     text: String,
+/// }
+/// impl Tool for Shout {
+///     type Args = ShoutArgs;
+///     fn name(&self) -> &str { "shout" }
+///     fn description(&self) -> &str { "Upper-cases a text." }
+///     async fn call(&self, args: ShoutArgs) -> Result<ToolOutput, ToolError> {
+///         Ok(args.text.to_uppercase().into())
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let sim = OpenAiSim::openai().await?;
+/// sim.set_reply_script([
+///     SimReply::tool_call("shout", json!({"text": "hello"})),
+///     SimReply::text("It says HELLO."),
+/// ]);
+/// let model = OpenAiCompatible::custom(sim.base_url(), "sim-model").build()?;
+/// let mut agent = HaloAgent::builder(model).tool(Shout)?.build();
+///
+/// let out = agent.generate_text("Shout hello.").await?;
+/// assert_eq!(out.steps[0].tool_results[0].content, "HELLO");
+/// assert_eq!(out.text, "It says HELLO.");
+/// // The second request carried the call and its result.
+/// let second = &sim.requests()[1];
+/// assert_eq!(second["messages"][2]["role"], "tool");
+/// assert_eq!(second["messages"][2]["content"], "HELLO");
+/// assert_eq!(sim.remaining_replies(), 0);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub enum SimReply {
     /// A plain text answer (finish reason "stop" / `end_turn` / `STOP`).
@@ -57,16 +105,23 @@ pub enum SimReply {
 }
 
 impl SimReply {
-    /// A text answer.
+    /// A text answer: the model's final reply of a run (finish reason "stop").
     pub fn text(text: impl Into<String>) -> Self {
         SimReply::Text(text.into())
     }
 
-    /// A single tool call.
+    /// A single call of the tool `name` with an `arguments` object, such as
+    /// `SimReply::tool_call("weather", json!({"city": "Oslo"}))`. The agent checks the
+    /// arguments against the tool's schema, as it does a real model's; arguments that do
+    /// not fit become an error result the next reply answers. The simulator gives the call
+    /// an id in its provider's format.
     pub fn tool_call(name: impl Into<String>, arguments: Value) -> Self {
         SimReply::ToolCalls(vec![(name.into(), arguments)])
     }
 }
+
+/// The error message of a request that finds the reply script empty (HTTP 418).
+pub const SCRIPT_EXHAUSTED: &str = "the simulator's reply script is exhausted: script one SimReply per model call (a tool call, then the answer after its result)";
 
 /// A running loopback server; the server task stops when this is dropped.
 #[derive(Debug)]

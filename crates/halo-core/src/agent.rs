@@ -93,6 +93,70 @@ impl AgentStats {
     }
 }
 
+/// One line for logs and terminals: steps, tool calls, input tokens, cached input tokens with
+/// the hit percentage ([`AgentStats::cache_hit_ratio`]), output tokens; then calls that did
+/// not report cache reads and cache busts, when there are any. When no call reported cache
+/// reads, the cached part says so instead of showing a 0 % that would look like a cold cache.
+///
+/// ```
+/// use halo_core::AgentStats;
+///
+/// let mut s = AgentStats { steps: 2, tool_calls: 1, input_tokens: 545, output_tokens: 21,
+///     cache_read_tokens: 253, cache_reported_input_tokens: 545,
+///     cache_reported_read_tokens: 253, ..AgentStats::default() };
+/// assert_eq!(s.to_string(),
+///     "2 steps, 1 tool call, 545 input tokens, 253 cached (46.4 % hit), 21 output tokens");
+///
+/// s.calls_without_cache_info = 1;
+/// s.cache_busts = 1;
+/// assert!(s.to_string().ends_with(
+///     "output tokens, 1 call did not report cache reads, 1 cache bust"));
+///
+/// let none = AgentStats { steps: 1, input_tokens: 40, output_tokens: 3,
+///     calls_without_cache_info: 1, ..AgentStats::default() };
+/// assert_eq!(none.to_string(),
+///     "1 step, 0 tool calls, 40 input tokens, cache reads not reported, 3 output tokens");
+/// ```
+impl std::fmt::Display for AgentStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let plural =
+            |n: u64, one: &'static str, many: &'static str| if n == 1 { one } else { many };
+        write!(
+            f,
+            "{} {}, {} {}, {} input tokens, ",
+            self.steps,
+            plural(self.steps, "step", "steps"),
+            self.tool_calls,
+            plural(self.tool_calls, "tool call", "tool calls"),
+            self.input_tokens,
+        )?;
+        if self.steps > 0 && self.calls_without_cache_info == self.steps {
+            f.write_str("cache reads not reported")?;
+        } else {
+            write!(
+                f,
+                "{} cached ({:.1} % hit)",
+                self.cache_read_tokens,
+                100.0 * self.cache_hit_ratio()
+            )?;
+        }
+        write!(f, ", {} output tokens", self.output_tokens)?;
+        if self.calls_without_cache_info > 0 && self.calls_without_cache_info < self.steps {
+            let n = self.calls_without_cache_info;
+            write!(
+                f,
+                ", {n} {} not report cache reads",
+                plural(n, "call did", "calls did")
+            )?;
+        }
+        if self.cache_busts > 0 {
+            let n = self.cache_busts;
+            write!(f, ", {n} {}", plural(n, "cache bust", "cache busts"))?;
+        }
+        Ok(())
+    }
+}
+
 /// One model call of a run and the tool calls it led to.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StepResult {

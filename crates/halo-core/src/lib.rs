@@ -70,3 +70,9 @@ pub use model::{
 pub use prefix::{Fingerprint, PrefixError, SkillMeta, StablePrefix, ToolSpec};
 pub use sandbox::{DynSandbox, Sandbox, SandboxError, SandboxPath, SharedSandbox};
 pub use tool::{DynTool, NoArgs, Tool, ToolError, ToolOutput, ToolRegistry};
+
+/// The schemars version [`Tool::Args`] is checked against (1.x), re-exported so a crate on
+/// another schemars version (0.8) can still derive tool arguments; see [`Tool`].
+pub use schemars;
+/// The `JsonSchema` trait and derive of the re-exported [`schemars`] 1.x.
+pub use schemars::JsonSchema;

@@ -72,7 +72,8 @@ pub enum ToolError {
     Fatal(String),
 }
 
-/// A tool with typed arguments. The parameter schema is derived from `Args` with schemars.
+/// A tool with typed arguments. The parameter schema is derived from `Args` with schemars
+/// 1.x ([`schema_for`]): doc comments on fields become `description`s the model reads.
 ///
 /// ```
 /// use halo_core::tool::{Tool, ToolError, ToolOutput};
@@ -81,7 +82,12 @@ pub enum ToolError {
 ///
 /// struct Add;
 /// #[derive(Deserialize, JsonSchema)]
-/// struct AddArgs { a: i64, b: i64 }
+/// struct AddArgs {
+///     /// The first addend.
+///     a: i64,
+///     /// The second addend.
+///     b: i64,
+/// }
 ///
 /// impl Tool for Add {
 ///     type Args = AddArgs;
@@ -92,8 +98,39 @@ pub enum ToolError {
 ///     }
 /// }
 /// ```
+///
+/// # Which schemars
+///
+/// `Args` must implement schemars **1.x**'s `JsonSchema`. With `schemars = "1"` in your
+/// `Cargo.toml`, derive it as above. If your crate uses schemars 0.8 (or none), the derive
+/// from 0.8 implements a different trait and the `Tool` impl fails with "the trait bound
+/// `…: JsonSchema` is not satisfied"; derive through halo-core's re-export instead, and tell
+/// the derive where schemars is with `#[schemars(crate = ...)]`:
+///
+/// ```
+/// use halo_core::tool::{Tool, ToolError, ToolOutput};
+/// use serde::Deserialize;
+///
+/// #[derive(Deserialize, halo_core::JsonSchema)]
+/// #[schemars(crate = "halo_core::schemars")]
+/// struct EchoArgs {
+///     /// The text to send back.
+///     text: String,
+/// }
+///
+/// struct Echo;
+/// impl Tool for Echo {
+///     type Args = EchoArgs;
+///     fn name(&self) -> &str { "echo" }
+///     fn description(&self) -> &str { "Sends the text back." }
+///     async fn call(&self, args: EchoArgs) -> Result<ToolOutput, ToolError> {
+///         Ok(args.text.into())
+///     }
+/// }
+/// ```
 pub trait Tool: Send + Sync + 'static {
-    /// The arguments object.
+    /// The arguments object: deserialized from the model's JSON and described by its
+    /// schemars 1.x schema (see [Which schemars](Tool#which-schemars)).
     type Args: DeserializeOwned + JsonSchema + Send;
 
     /// The tool's name (`[a-zA-Z0-9_-]{1,64}`), stable across runs: it is in the cached prefix.

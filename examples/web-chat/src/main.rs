@@ -8,13 +8,16 @@
 //!
 //! ```text
 //! cd examples/web-chat/web && npm ci && npm run build
-//! cargo run -p web-chat -- [--port 3000] [--model scripted|local] [--assets DIR]
+//! cargo run -p web-chat -- [--port 3000] [--model scripted|openai|local] [--assets DIR]
 //! ```
 //!
 //! `--model scripted` (default) is a deterministic model that asks `get_weather` once and
-//! answers from the tool's result; `--model local` is the embedded llama.cpp model (build with
+//! answers from the tool's result; `--model openai` is any OpenAI-compatible server, from
+//! `OPENAI_API_KEY` (required), `OPENAI_BASE_URL` and `OPENAI_MODEL` (optional), as the coder
+//! example reads them; `--model local` is the embedded llama.cpp model (build with
 //! `--features local` and fetch it with `cargo xtask model`). The first line printed is
-//! `listening on http://127.0.0.1:PORT/` (`--port 0` picks a free port).
+//! `listening on http://127.0.0.1:PORT/` (`--port 0` picks a free port). The favicon is
+//! served from memory, so the browser's console shows no 404 even before the page is built.
 
 mod model;
 
@@ -168,6 +171,20 @@ async fn asset(app: &App, rel: &str, content_type: &'static str) -> Response {
     }
 }
 
+/// The page's icon (a ring), for `<link rel="icon">` and browsers that ask `/favicon.ico`.
+const FAVICON_SVG: &str = r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><circle cx="16" cy="16" r="11" fill="none" stroke="#e8a33d" stroke-width="5"/></svg>"##;
+
+async fn favicon() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "image/svg+xml"),
+            (header::CACHE_CONTROL, "max-age=86400"),
+        ],
+        FAVICON_SVG,
+    )
+        .into_response()
+}
+
 async fn index(State(app): State<Arc<App>>) -> Response {
     asset(&app, "index.html", "text/html; charset=utf-8").await
 }
@@ -196,49 +213,70 @@ fn parse_args() -> anyhow::Result<Args> {
             "--model" => args.model = value()?,
             "--assets" => args.assets = PathBuf::from(value()?),
             other => bail!(
-                "unknown argument `{other}`; usage: web-chat [--port N] [--model scripted|local] [--assets DIR]"
+                "unknown argument `{other}`; usage: web-chat [--port N] [--model scripted|openai|local] [--assets DIR]"
             ),
         }
     }
     Ok(args)
 }
 
-fn pick_model(name: &str) -> anyhow::Result<SharedModel> {
+/// The model `--model` names, and a line describing it.
+fn pick_model(name: &str) -> anyhow::Result<(SharedModel, String)> {
     match name {
-        "scripted" => Ok(Arc::new(model::WeatherScript)),
+        "scripted" => Ok((
+            Arc::new(model::WeatherScript),
+            "scripted weather model".into(),
+        )),
+        "openai" => {
+            let m = halo_adapters::openai::OpenAiCompatible::openai_from_env().context(
+                "--model openai reads OPENAI_API_KEY (required), OPENAI_BASE_URL and OPENAI_MODEL",
+            )?;
+            let desc = format!(
+                "OpenAI-compatible {} at {}",
+                halo_core::ModelAdapter::model_name(&m),
+                m.endpoint()
+            );
+            Ok((Arc::new(m), desc))
+        }
         "local" => local_model(),
-        other => bail!("unknown model `{other}`; use `scripted` or `local`"),
+        other => bail!("unknown model `{other}`; use `scripted`, `openai` or `local`"),
     }
 }
 
 #[cfg(feature = "local")]
-fn local_model() -> anyhow::Result<SharedModel> {
+fn local_model() -> anyhow::Result<(SharedModel, String)> {
     use halo_adapters::local::{AutoToolChoice, LocalAdapter, LocalConfig, default_model_path};
     let config =
         LocalConfig::default().with_auto_tool_choice(AutoToolChoice::CallThenAnswer { rounds: 1 });
-    Ok(Arc::new(LocalAdapter::load(default_model_path(), config)?))
+    let path = default_model_path();
+    let desc = format!("embedded model {}", path.display());
+    Ok((Arc::new(LocalAdapter::load(path, config)?), desc))
 }
 
 #[cfg(not(feature = "local"))]
-fn local_model() -> anyhow::Result<SharedModel> {
+fn local_model() -> anyhow::Result<(SharedModel, String)> {
     bail!("this build has no embedded model; build with `--features local`")
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
+    let (model, desc) = pick_model(&args.model)?;
     let app = Arc::new(App {
-        model: pick_model(&args.model)?,
+        model,
         assets: args.assets,
         chats: Mutex::new(Chats::default()),
     });
     let router = axum::Router::new()
         .route("/", get(index))
         .route("/app.js", get(app_js))
+        .route("/favicon.svg", get(favicon))
+        .route("/favicon.ico", get(favicon))
         .route("/api/chat", post(chat))
         .with_state(app);
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port)).await?;
     println!("listening on http://{}/", listener.local_addr()?);
+    println!("model: {desc}");
     axum::serve(listener, router).await?;
     Ok(())
 }

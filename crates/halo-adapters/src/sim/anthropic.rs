@@ -65,7 +65,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 
-use super::{Seen, SimReply, SimServer, TokenMemo, lock, serve};
+use super::{SCRIPT_EXHAUSTED, Seen, SimReply, SimServer, TokenMemo, lock, serve};
 use crate::anthropic::{CacheTtl, LOOKBACK_BLOCKS, MAX_BREAKPOINTS, min_cacheable_tokens};
 
 /// The message Anthropic answers a request whose first message is not a `user` one with
@@ -787,7 +787,7 @@ fn answer(state: &mut State, headers: &HeaderMap, raw: &[u8]) -> Response {
         return error_response(
             StatusCode::IM_A_TEAPOT,
             "sim_script_exhausted",
-            "the simulator's reply script is exhausted",
+            SCRIPT_EXHAUSTED,
         );
     };
 

@@ -73,7 +73,9 @@ use axum::response::{IntoResponse, Response};
 use halo_core::prefix::canonicalize;
 use serde_json::{Map, Value, json};
 
-use super::{Seen, SimReply, SimServer, TokenMemo, common_prefix, lock, serve, tokens};
+use super::{
+    SCRIPT_EXHAUSTED, Seen, SimReply, SimServer, TokenMemo, common_prefix, lock, serve, tokens,
+};
 use crate::gemini::min_cacheable_tokens;
 
 /// The `ttl` of a cached content created without one (the API's documented default).
@@ -866,7 +868,7 @@ fn generate(state: &mut State, model: &str, body: &Value, stream: Option<bool>) 
         return Err(error(
             StatusCode::IM_A_TEAPOT,
             "FAILED_PRECONDITION",
-            "the simulator's reply script is exhausted",
+            SCRIPT_EXHAUSTED,
         ));
     };
 

@@ -60,7 +60,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 
-use super::{Seen, SimReply, SimServer, TokenMemo, common_prefix, lock, serve, tokens};
+use super::{
+    SCRIPT_EXHAUSTED, Seen, SimReply, SimServer, TokenMemo, common_prefix, lock, serve, tokens,
+};
 
 /// OpenAI caches nothing for a shared prefix shorter than this many tokens
 /// (<https://platform.openai.com/docs/guides/prompt-caching>).
@@ -592,7 +594,7 @@ fn answer(state: &mut State, raw: &[u8]) -> Response {
         record.status = 418;
         state.records.push(record);
         let body = json!({"error": {
-            "message": "the simulator's reply script is exhausted",
+            "message": SCRIPT_EXHAUSTED,
             "type": "sim_script_exhausted",
             "param": null,
             "code": null,

@@ -25,6 +25,8 @@ let profile;
 let context;
 let page;
 const chatResponses = [];
+// Every answer of 400 or more and every console error the page had.
+const failures = [];
 
 function startServer() {
   return new Promise((resolve, reject) => {
@@ -61,6 +63,10 @@ before(async () => {
   page = context.pages()[0] ?? (await context.newPage());
   page.on('response', r => {
     if (r.url().endsWith('/api/chat')) chatResponses.push(r);
+    if (r.status() >= 400) failures.push(`${r.status()} ${r.url()}`);
+  });
+  page.on('console', m => {
+    if (m.type() === 'error') failures.push(`console: ${m.text()}`);
   });
   await page.goto(url);
   await page.waitForSelector('body[data-status="ready"]');
@@ -140,4 +146,14 @@ test('a second turn in the same chat gets its own tool call and answer', async (
     [['get_weather', 'output-available', '→ clear, 24 °C']],
   );
   await page.screenshot({ path: screenshot, fullPage: true });
+});
+
+test('the icon is served and nothing the page loaded failed', async () => {
+  for (const icon of ['favicon.ico', 'favicon.svg']) {
+    const r = await fetch(new URL(icon, url));
+    assert.equal(r.status, 200, icon);
+    assert.equal(r.headers.get('content-type'), 'image/svg+xml', icon);
+    assert.match(await r.text(), /^<svg /, icon);
+  }
+  assert.deepEqual(failures, []);
 });
