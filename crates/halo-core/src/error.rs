@@ -1,8 +1,9 @@
 //! The top-level error of an agent run.
 
-use crate::agent::GenerateTextResult;
 use crate::model::ModelError;
 use crate::prefix::PrefixError;
+use crate::run::GenerateTextResult;
+use crate::session::SessionError;
 
 /// Why an agent run or an agent change failed.
 #[derive(Debug, thiserror::Error)]
@@ -49,4 +50,54 @@ pub enum HaloError {
     /// A prefix change was refused (duplicate or invalid tool).
     #[error(transparent)]
     Prefix(#[from] PrefixError),
+    /// A tool result was given for a call the step in flight does not have.
+    #[error(
+        "no tool call `{call_id}` is waiting for a result; give results only for the calls the last step returned"
+    )]
+    UnknownToolCall {
+        /// The id given.
+        call_id: String,
+    },
+    /// A tool result was given twice for the same call.
+    #[error("tool call `{call_id}` already has its result; each call takes exactly one")]
+    DuplicateToolResult {
+        /// The id given.
+        call_id: String,
+    },
+    /// An input guardrail rejected the user's message before the first model call; nothing
+    /// was logged.
+    #[error("input guardrail `{guardrail}` rejected the message: {reason}")]
+    InputRejected {
+        /// The guardrail's name.
+        guardrail: String,
+        /// Why.
+        reason: String,
+    },
+    /// An output guardrail rejected the final answer and ended the run; the answer was not
+    /// logged.
+    #[error("output guardrail `{guardrail}` rejected the answer: {reason}")]
+    OutputRejected {
+        /// The guardrail's name.
+        guardrail: String,
+        /// Why.
+        reason: String,
+        /// The answer that was rejected.
+        answer: String,
+    },
+    /// [`generate_object`](crate::HaloAgent::generate_object) got no answer fitting the
+    /// schema within its retry budget.
+    #[error(
+        "the model's answer does not fit the output schema after {attempts} attempt(s): {message}"
+    )]
+    InvalidObject {
+        /// Model calls made.
+        attempts: usize,
+        /// What was wrong with the last answer.
+        message: String,
+        /// The last answer's raw text.
+        raw: String,
+    },
+    /// The session store failed.
+    #[error(transparent)]
+    Session(#[from] SessionError),
 }

@@ -15,14 +15,22 @@
 //! - otherwise a [`Hit`](CacheVerdict::Hit), or [`Unreported`](CacheVerdict::Unreported)
 //!   when the provider gave no cache figures.
 //!
+//! The ledger's per-call work is incremental: it keeps a digest of every history message of
+//! the last call and, while the log only grew since (same [`LogKey`]), digests only the new
+//! messages; a log that was edited is compared message by message once. It holds no clock:
+//! the driver passes the time of each call in milliseconds since the Unix epoch, so the
+//! ledger serializes with serde and continues in another process.
+//!
 //! Providers cache in steps (OpenAI: from 1,024 tokens in 128-token increments; Anthropic:
 //! at `cache_control` breakpoints; Gemini: the cached-content object plus implicit caching),
 //! so a healthy call reads somewhat less than the expectation; the half-and-1,024-token
 //! margin keeps those from being reported as busts.
 
 use std::collections::VecDeque;
-use std::hash::{DefaultHasher, Hash as _, Hasher as _};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
 
 use crate::message::Message;
 use crate::model::Usage;
@@ -40,8 +48,30 @@ pub const LEDGER_CAPACITY: usize = 1024;
 /// 1-hour breakpoints, like Gemini's `cachedContents` TTL, last longer).
 pub const LIKELY_EXPIRY: Duration = Duration::from_secs(300);
 
+/// Where a history came from: a [`MessageLog`](crate::MessageLog)'s generation and eviction
+/// count. While the generation stays the same, the log only grew at the end and lost
+/// messages at the front, so earlier digests stay valid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogKey {
+    /// [`MessageLog::generation`](crate::MessageLog::generation).
+    pub generation: u64,
+    /// [`MessageLog::evicted`](crate::MessageLog::evicted).
+    pub evicted: u64,
+}
+
+impl LogKey {
+    /// The key of `log` as it stands.
+    pub fn of(log: &crate::MessageLog) -> Self {
+        LogKey {
+            generation: log.generation(),
+            evicted: log.evicted(),
+        }
+    }
+}
+
 /// The ledger's judgement of one model call.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
 pub enum CacheVerdict {
     /// The agent's first call: nothing was sent before.
     Cold,
@@ -60,7 +90,7 @@ pub enum CacheVerdict {
 }
 
 /// One model call in the ledger.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CacheCheck {
     /// The agent's call number, from 1, over its lifetime.
     pub call: u64,
@@ -90,46 +120,92 @@ impl CacheCheck {
     }
 }
 
-/// What the ledger knows of a request before it is sent.
-#[derive(Debug, Clone)]
-pub(crate) struct Planned {
+/// A message's digest: a stable 64-bit hash of its JSON (the first 8 bytes of its SHA-256,
+/// the same in every process and Rust version) and its length in bytes.
+type Digest = (u64, u64);
+
+fn message_digest(message: &Message) -> Digest {
+    let bytes = serde_json::to_vec(message).unwrap_or_default();
+    let hash = Sha256::digest(&bytes);
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&hash[..8]);
+    (u64::from_le_bytes(first), bytes.len() as u64)
+}
+
+/// What the ledger knows of a request before it is sent ([`CacheLedger::plan`]); handed back
+/// to [`CacheLedger::record`] with the response's usage.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Planned {
     fingerprint: Fingerprint,
     prefix_bytes: u64,
-    history: Vec<(u64, u64)>,
+    history_messages: usize,
+    /// Leading history messages byte-identical to the last recorded call's.
+    reused: usize,
+    /// Bytes of the prefix and of those reused messages (when the fingerprint is unchanged).
+    reused_history_bytes: u64,
+    /// How the digests of the last recorded call become this request's.
+    update: Update,
+    key: Option<LogKey>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+enum Update {
+    /// Drop this many digests at the front, append these.
+    Grow {
+        drop_front: usize,
+        tail: Vec<Digest>,
+    },
+    /// Every digest anew (the log was edited, or the history did not come from a log).
+    Replace(Vec<Digest>),
+}
+
+/// The history of the last recorded call, as digests.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Seen {
+    key: Option<LogKey>,
+    digests: VecDeque<Digest>,
+    bytes: u64,
+}
+
+/// The last recorded call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Previous {
-    planned: Planned,
+    fingerprint: Fingerprint,
+    prefix_bytes: u64,
     input_tokens: Option<u64>,
-    at: Instant,
+    /// When it was made, in milliseconds since the Unix epoch (from the driver's clock).
+    at_ms: u64,
 }
 
-/// Expected against observed prompt-cache reads, call by call (see the module docs).
-#[derive(Debug, Clone, Default)]
+/// Expected against reported cache reads, call by call. See the [module docs](self).
+///
+/// Serializes with serde (its checks, the digests of the last call's history, the last
+/// call's figures), so a saved run continues with its predictions intact.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CacheLedger {
     checks: VecDeque<CacheCheck>,
+    seen: Seen,
     previous: Option<Previous>,
     calls: u64,
 }
 
 impl CacheLedger {
-    /// The recorded calls, oldest first (at most [`LEDGER_CAPACITY`]).
+    /// The checks recorded, oldest first (at most [`LEDGER_CAPACITY`]).
     pub fn checks(&self) -> impl ExactSizeIterator<Item = &CacheCheck> + '_ {
         self.checks.iter()
     }
 
-    /// The most recent call's check.
+    /// The newest check.
     pub fn last(&self) -> Option<&CacheCheck> {
         self.checks.back()
     }
 
-    /// Calls judged a bust among the recorded ones.
+    /// How many kept checks are busts.
     pub fn busts(&self) -> usize {
         self.checks.iter().filter(|c| c.is_bust()).count()
     }
 
-    /// Calls judged an expected miss (a prefix change) among the recorded ones.
+    /// How many kept checks are expected misses (prefix changes).
     pub fn expected_misses(&self) -> usize {
         self.checks
             .iter()
@@ -137,25 +213,66 @@ impl CacheLedger {
             .count()
     }
 
-    /// Measures a request about to be sent.
-    pub(crate) fn plan(prefix: &StablePrefix, history: &[Message]) -> Planned {
+    /// Plans the request of `prefix` and `history` against the last recorded call. `key`
+    /// is the log the history was borrowed from as it stands ([`LogKey::of`]), or `None`
+    /// for a history built some other way: with a key that only grew, only the new messages
+    /// are digested.
+    pub fn plan(&self, prefix: &StablePrefix, history: &[Message], key: Option<LogKey>) -> Planned {
+        let fingerprint = prefix.fingerprint();
+        let prefix_bytes = prefix.canonical_bytes().len() as u64;
+        let seen = &self.seen;
+        let grown = match (key, seen.key) {
+            (Some(k), Some(prev))
+                if k.generation == prev.generation && k.evicted >= prev.evicted =>
+            {
+                let drop_front = usize::try_from(k.evicted - prev.evicted).unwrap_or(usize::MAX);
+                let kept = seen.digests.len().saturating_sub(drop_front);
+                (history.len() >= kept).then_some((drop_front, kept))
+            }
+            _ => None,
+        };
+        let (reused, reused_bytes, update) = match grown {
+            Some((0, kept)) => (
+                kept,
+                seen.bytes,
+                Update::Grow {
+                    drop_front: 0,
+                    tail: history[kept..].iter().map(message_digest).collect(),
+                },
+            ),
+            Some((drop_front, kept)) => {
+                let tail: Vec<Digest> = history[kept..].iter().map(message_digest).collect();
+                let now = seen.digests.iter().skip(drop_front).chain(&tail);
+                let (reused, bytes) = leading_equal(seen.digests.iter(), now);
+                (reused, bytes, Update::Grow { drop_front, tail })
+            }
+            None => {
+                let all: Vec<Digest> = history.iter().map(message_digest).collect();
+                let (reused, bytes) = leading_equal(seen.digests.iter(), all.iter());
+                (reused, bytes, Update::Replace(all))
+            }
+        };
         Planned {
-            fingerprint: prefix.fingerprint(),
-            prefix_bytes: prefix.canonical_bytes().len() as u64,
-            history: history.iter().map(message_digest).collect(),
+            fingerprint,
+            prefix_bytes,
+            history_messages: history.len(),
+            reused,
+            reused_history_bytes: reused_bytes,
+            update,
+            key,
         }
     }
 
-    /// Records a call made with `planned` that reported `usage`, and judges it.
-    pub(crate) fn record(&mut self, planned: Planned, usage: &Usage) -> CacheCheck {
+    /// Records the call planned as `planned`, made at `at_ms` (milliseconds since the Unix
+    /// epoch, from the driver's clock), with the usage the provider reported; returns its
+    /// check.
+    pub fn record(&mut self, planned: Planned, usage: &Usage, at_ms: u64) -> CacheCheck {
         self.calls += 1;
-        let now = Instant::now();
-        let history_messages = planned.history.len();
         let mut check = CacheCheck {
             call: self.calls,
             prefix_fingerprint: planned.fingerprint,
             prefix_changed: false,
-            history_messages,
+            history_messages: planned.history_messages,
             reused_history_messages: 0,
             expected_cached_tokens: Some(0),
             observed_cached_tokens: usage.cache_read_tokens,
@@ -163,34 +280,23 @@ impl CacheLedger {
             verdict: CacheVerdict::Cold,
         };
         if let Some(prev) = &self.previous {
-            check.prefix_changed = prev.planned.fingerprint != planned.fingerprint;
-            check.reused_history_messages = prev
-                .planned
-                .history
-                .iter()
-                .zip(&planned.history)
-                .take_while(|(a, b)| a == b)
-                .count();
+            check.prefix_changed = prev.fingerprint != planned.fingerprint;
+            check.reused_history_messages = planned.reused;
             if check.prefix_changed {
                 check.verdict = CacheVerdict::ExpectedMiss;
             } else {
-                let shared_bytes = planned.prefix_bytes
-                    + planned.history[..check.reused_history_messages]
-                        .iter()
-                        .map(|(_, bytes)| bytes)
-                        .sum::<u64>();
-                let prev_bytes = prev.planned.prefix_bytes
-                    + prev.planned.history.iter().map(|(_, b)| b).sum::<u64>();
+                let shared_bytes = planned.prefix_bytes + planned.reused_history_bytes;
+                let prev_bytes = prev.prefix_bytes + self.seen.bytes;
                 check.expected_cached_tokens = prev.input_tokens.map(|tokens| {
-                    // Tokens per byte of the previous request, applied to the shared bytes.
                     (u128::from(tokens) * u128::from(shared_bytes) / u128::from(prev_bytes.max(1)))
                         as u64
                 });
                 check.verdict = match (check.expected_cached_tokens, usage.cache_read_tokens) {
                     (Some(expected), Some(observed)) => {
                         if observed < expected / 2 && expected - observed >= BUST_MIN_TOKENS {
+                            let gap = Duration::from_millis(at_ms.saturating_sub(prev.at_ms));
                             CacheVerdict::Bust {
-                                cause: bust_cause(now.duration_since(prev.at), expected, observed),
+                                cause: bust_cause(gap, expected, observed),
                             }
                         } else {
                             CacheVerdict::Hit
@@ -200,10 +306,26 @@ impl CacheLedger {
                 };
             }
         }
+        match planned.update {
+            Update::Grow { drop_front, tail } => {
+                let drop_front = drop_front.min(self.seen.digests.len());
+                for (_, bytes) in self.seen.digests.drain(..drop_front) {
+                    self.seen.bytes -= bytes;
+                }
+                self.seen.bytes += tail.iter().map(|(_, b)| b).sum::<u64>();
+                self.seen.digests.extend(tail);
+            }
+            Update::Replace(all) => {
+                self.seen.bytes = all.iter().map(|(_, b)| b).sum();
+                self.seen.digests = all.into();
+            }
+        }
+        self.seen.key = planned.key;
         self.previous = Some(Previous {
-            planned,
+            fingerprint: planned.fingerprint,
+            prefix_bytes: planned.prefix_bytes,
             input_tokens: usage.input_tokens,
-            at: now,
+            at_ms,
         });
         if self.checks.len() == LEDGER_CAPACITY {
             self.checks.pop_front();
@@ -211,6 +333,16 @@ impl CacheLedger {
         self.checks.push_back(check.clone());
         check
     }
+}
+
+/// How many leading digests of `a` and `b` are equal, and the bytes of those messages.
+fn leading_equal<'a>(
+    a: impl Iterator<Item = &'a Digest>,
+    b: impl Iterator<Item = &'a Digest>,
+) -> (usize, u64) {
+    a.zip(b)
+        .take_while(|(x, y)| x == y)
+        .fold((0, 0), |(n, bytes), (x, _)| (n + 1, bytes + x.1))
 }
 
 fn bust_cause(gap: Duration, expected: u64, observed: u64) -> String {
@@ -227,15 +359,6 @@ fn bust_cause(gap: Duration, expected: u64, observed: u64) -> String {
 }
 
 /// A hash and the canonical JSON length, in bytes, of one history message.
-fn message_digest(message: &Message) -> (u64, u64) {
-    // Serializing a message cannot fail (no maps with non-string keys); an empty rendering
-    // only makes the estimate smaller.
-    let bytes = serde_json::to_vec(message).unwrap_or_default();
-    let mut hasher = DefaultHasher::new();
-    bytes.hash(&mut hasher);
-    (hasher.finish(), bytes.len() as u64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,13 +377,18 @@ mod tests {
         let mut history = vec![Message::user("hello")];
         let mut ledger = CacheLedger::default();
 
-        let first = ledger.record(CacheLedger::plan(&prefix, &history), &usage(2000, Some(0)));
+        let first = ledger.record(
+            ledger.plan(&prefix, &history, None),
+            &usage(2000, Some(0)),
+            0,
+        );
         assert_eq!(first.verdict, CacheVerdict::Cold);
 
         history.push(Message::user("more"));
         let hit = ledger.record(
-            CacheLedger::plan(&prefix, &history),
+            ledger.plan(&prefix, &history, None),
             &usage(2010, Some(1920)),
+            0,
         );
         assert_eq!(hit.verdict, CacheVerdict::Hit);
         assert_eq!(hit.reused_history_messages, 1);
@@ -268,15 +396,19 @@ mod tests {
         assert!((1990..=2000).contains(&expected), "{expected}");
 
         history.push(Message::user("again"));
-        let bust = ledger.record(CacheLedger::plan(&prefix, &history), &usage(2020, Some(0)));
+        let bust = ledger.record(
+            ledger.plan(&prefix, &history, None),
+            &usage(2020, Some(0)),
+            0,
+        );
         assert!(bust.is_bust(), "{bust:?}");
 
         prefix.set_system("changed");
-        let miss = ledger.record(CacheLedger::plan(&prefix, &history), &usage(30, Some(0)));
+        let miss = ledger.record(ledger.plan(&prefix, &history, None), &usage(30, Some(0)), 0);
         assert_eq!(miss.verdict, CacheVerdict::ExpectedMiss);
         assert!(miss.prefix_changed);
 
-        let unreported = ledger.record(CacheLedger::plan(&prefix, &history), &usage(30, None));
+        let unreported = ledger.record(ledger.plan(&prefix, &history, None), &usage(30, None), 0);
         assert_eq!(unreported.verdict, CacheVerdict::Unreported);
         assert_eq!((ledger.busts(), ledger.expected_misses()), (1, 1));
         assert_eq!(ledger.checks().len(), 5);
@@ -289,8 +421,99 @@ mod tests {
         let prefix = StablePrefix::new("x".repeat(3600));
         let history = vec![Message::user("a")];
         let mut ledger = CacheLedger::default();
-        ledger.record(CacheLedger::plan(&prefix, &history), &usage(900, Some(0)));
-        let second = ledger.record(CacheLedger::plan(&prefix, &history), &usage(900, Some(0)));
+        ledger.record(
+            ledger.plan(&prefix, &history, None),
+            &usage(900, Some(0)),
+            0,
+        );
+        let second = ledger.record(
+            ledger.plan(&prefix, &history, None),
+            &usage(900, Some(0)),
+            0,
+        );
         assert_eq!(second.verdict, CacheVerdict::Hit);
+    }
+
+    fn log_of(n: usize, capacity: usize) -> crate::MessageLog {
+        let mut log = crate::MessageLog::with_capacity(capacity);
+        for i in 0..n {
+            log.push(Message::user(format!("message {i}")));
+        }
+        log
+    }
+
+    // The ledger digested the whole history on every step (O(history) per step).
+    #[test]
+    fn a_growing_log_is_digested_only_where_it_grew() {
+        let prefix = StablePrefix::new("x".repeat(8000));
+        let mut log = log_of(3, 100);
+        let mut ledger = CacheLedger::default();
+        let key = LogKey::of(&log);
+        let planned = ledger.plan(&prefix, log.as_slice(), Some(key));
+        assert!(matches!(&planned.update, Update::Replace(d) if d.len() == 3));
+        ledger.record(planned, &usage(3000, Some(0)), 0);
+
+        log.push(Message::user("message 3"));
+        log.push(Message::user("message 4"));
+        let key = LogKey::of(&log);
+        let planned = ledger.plan(&prefix, log.as_slice(), Some(key));
+        assert!(matches!(&planned.update, Update::Grow { drop_front: 0, tail } if tail.len() == 2));
+        assert_eq!(planned.reused, 3);
+        // The same figures as digesting everything anew.
+        let full = ledger.plan(&prefix, log.as_slice(), None);
+        assert_eq!(
+            (full.reused, full.reused_history_bytes),
+            (3, planned.reused_history_bytes)
+        );
+        let check = ledger.record(planned, &usage(3020, Some(2944)), 1_000);
+        assert_eq!(check.verdict, CacheVerdict::Hit);
+        assert_eq!(check.reused_history_messages, 3);
+    }
+
+    #[test]
+    fn an_evicted_front_or_an_edit_is_seen() {
+        let prefix = StablePrefix::new("x".repeat(8000));
+        let mut log = log_of(4, 4);
+        let mut ledger = CacheLedger::default();
+        let key = LogKey::of(&log);
+        let planned = ledger.plan(&prefix, log.as_slice(), Some(key));
+        ledger.record(planned, &usage(3000, Some(0)), 0);
+        log.push(Message::user("message 4")); // evicts message 0
+        let key = LogKey::of(&log);
+        let planned = ledger.plan(&prefix, log.as_slice(), Some(key));
+        assert!(matches!(&planned.update, Update::Grow { drop_front: 1, tail } if tail.len() == 1));
+        assert_eq!(planned.reused, 0, "the first message changed");
+        ledger.record(planned, &usage(3000, Some(2900)), 0);
+
+        log.retain(|i, _, _| i != 2); // an edit: a new generation
+        let key = LogKey::of(&log);
+        let planned = ledger.plan(&prefix, log.as_slice(), Some(key));
+        assert!(matches!(&planned.update, Update::Replace(d) if d.len() == 3));
+        assert_eq!(planned.reused, 2);
+    }
+
+    #[test]
+    fn the_gap_for_the_expiry_cause_comes_from_the_driver_clock() {
+        let prefix = StablePrefix::new("x".repeat(8000));
+        let history = vec![Message::user("a")];
+        let mut ledger = CacheLedger::default();
+        ledger.record(
+            ledger.plan(&prefix, &history, None),
+            &usage(2000, Some(0)),
+            1_000,
+        );
+        let late = ledger.record(
+            ledger.plan(&prefix, &history, None),
+            &usage(2000, Some(0)),
+            601_000,
+        );
+        let CacheVerdict::Bust { cause } = &late.verdict else {
+            panic!("{late:?}")
+        };
+        assert!(cause.contains("600 s ago"), "{cause}");
+        // And the whole ledger survives serde.
+        let back: CacheLedger =
+            serde_json::from_str(&serde_json::to_string(&ledger).unwrap()).unwrap();
+        assert_eq!(back, ledger);
     }
 }

@@ -43,22 +43,36 @@
 //! ```
 
 pub mod agent;
+pub mod clock;
+mod dispatch;
+mod drive;
+pub mod engine;
 pub mod error;
+pub mod guardrail;
 pub mod hook;
 pub mod ledger;
 pub mod log;
 pub mod message;
 pub mod model;
 pub mod prefix;
+pub mod request;
+pub mod run;
 pub mod sandbox;
+pub mod session;
+pub mod stats;
+pub mod steering;
+mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tool;
 
-pub use agent::{
-    AgentEvent, AgentStats, GenerateTextResult, HaloAgent, HaloAgentBuilder, StepResult,
-};
+pub use agent::{DEFAULT_MAX_STEPS, HaloAgent, HaloAgentBuilder};
+pub use clock::{Clock, SystemClock};
+pub use engine::{Next, PendingStep, RunState};
 pub use error::HaloError;
+pub use guardrail::{
+    InputGuardrail, OutputGuardrail, OutputVerdict, StepContext, StepHook, StepSettings,
+};
 pub use hook::{ToolCallDecision, ToolHook};
 pub use ledger::{CacheCheck, CacheLedger, CacheVerdict};
 pub use log::MessageLog;
@@ -68,8 +82,12 @@ pub use model::{
     ModelRequest, ModelResponse, ModelStreamEvent, ResponseFormat, SharedModel, ToolChoice, Usage,
 };
 pub use prefix::{Fingerprint, PrefixError, SkillMeta, StablePrefix, ToolSpec};
+pub use run::{AgentEvent, GenerateTextResult, StepResult, Turn};
 pub use sandbox::{DynSandbox, Sandbox, SandboxError, SandboxPath, SharedSandbox};
-pub use tool::{DynTool, NoArgs, Tool, ToolError, ToolOutput, ToolRegistry};
+pub use session::{JournalEvent, JournalOutcome, MemoryStore, SessionError, SessionStore};
+pub use stats::AgentStats;
+pub use steering::SteeringHandle;
+pub use tool::{DynTool, NoArgs, Tool, ToolAnnotations, ToolError, ToolOutput, ToolRegistry};
 
 /// The schemars version [`Tool::Args`] is checked against (1.x), re-exported so a crate on
 /// another schemars version (0.8) can still derive tool arguments; see [`Tool`].

@@ -8,18 +8,32 @@
 
 use std::collections::VecDeque;
 
+use serde::{Deserialize, Serialize};
+
 use crate::message::Message;
 
 /// Default capacity of a [`MessageLog`], in messages.
 pub const DEFAULT_LOG_CAPACITY: usize = 1024;
 
-#[derive(Debug, Clone, PartialEq)]
-struct Entry {
-    message: Message,
+/// What the log knows of a message besides its content.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Meta {
+    /// A context strategy may drop it first (a loaded skill body, say).
+    #[serde(default, skip_serializing_if = "is_false")]
     discardable: bool,
+    /// A user message queued from outside the run (steering) and injected at a step boundary.
+    #[serde(default, skip_serializing_if = "is_false")]
+    injected: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// The bounded history of a conversation. See the [module docs](self).
+///
+/// Serializes with serde (messages, their marks, the capacity and the eviction count), so a
+/// run's history can be saved and restored.
 ///
 /// ```
 /// use halo_core::{Message, MessageLog};
@@ -31,11 +45,16 @@ struct Entry {
 /// let texts: Vec<String> = log.messages().map(|m| m.text()).collect();
 /// assert_eq!(texts, ["two", "three"]);
 /// ```
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MessageLog {
-    entries: VecDeque<Entry>,
+    messages: VecDeque<Message>,
+    meta: VecDeque<Meta>,
     capacity: usize,
     evicted: u64,
+    /// Bumped by every change other than an append or an eviction (clear, retain, edits), so
+    /// the cache ledger knows when digests of earlier messages can be reused.
+    #[serde(default)]
+    generation: u64,
 }
 
 impl Default for MessageLog {
@@ -48,9 +67,11 @@ impl MessageLog {
     /// An empty log holding at most `capacity` messages (at least 1).
     pub fn with_capacity(capacity: usize) -> Self {
         MessageLog {
-            entries: VecDeque::new(),
+            messages: VecDeque::new(),
+            meta: VecDeque::new(),
             capacity: capacity.max(1),
             evicted: 0,
+            generation: 0,
         }
     }
 
@@ -61,12 +82,12 @@ impl MessageLog {
 
     /// The number of messages held.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.messages.len()
     }
 
     /// Whether the log is empty.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.messages.is_empty()
     }
 
     /// How many messages were evicted over capacity since the log was made.
@@ -74,85 +95,151 @@ impl MessageLog {
         self.evicted
     }
 
-    /// The messages, oldest first.
-    pub fn messages(&self) -> impl ExactSizeIterator<Item = &Message> + '_ {
-        self.entries.iter().map(|e| &e.message)
+    /// A counter bumped by every change other than an append or an eviction: while it stays
+    /// the same, the message at position `i` is the one that was at `i + k` before `k`
+    /// more messages were evicted.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
-    /// The messages, oldest first, as a vector (what an adapter receives as history).
+    /// The messages, oldest first.
+    pub fn messages(&self) -> impl ExactSizeIterator<Item = &Message> + '_ {
+        self.messages.iter()
+    }
+
+    /// The messages, oldest first, as one slice (what an adapter receives as history),
+    /// without copying them.
+    pub fn as_slice(&mut self) -> &[Message] {
+        self.meta.make_contiguous();
+        self.messages.make_contiguous()
+    }
+
+    /// The messages as a slice when they are already contiguous in memory (always after
+    /// [`as_slice`](Self::as_slice) and before the next push that wraps around).
+    pub fn contiguous(&self) -> Option<&[Message]> {
+        let (a, b) = self.messages.as_slices();
+        b.is_empty().then_some(a)
+    }
+
+    /// The messages, oldest first, as a vector.
     pub fn to_vec(&self) -> Vec<Message> {
         self.messages().cloned().collect()
     }
 
+    /// The last message.
+    pub fn last(&self) -> Option<&Message> {
+        self.messages.back()
+    }
+
     /// Whether the message at `index` was pushed as discardable.
     pub fn is_discardable(&self, index: usize) -> bool {
-        self.entries.get(index).is_some_and(|e| e.discardable)
+        self.meta.get(index).is_some_and(|m| m.discardable)
+    }
+
+    /// Whether the message at `index` was injected by steering (see
+    /// [`SteeringHandle`](crate::SteeringHandle)).
+    pub fn is_injected(&self, index: usize) -> bool {
+        self.meta.get(index).is_some_and(|m| m.injected)
     }
 
     /// Appends a message, then evicts the oldest units while over capacity.
     pub fn push(&mut self, message: Message) {
-        self.push_entry(message, false);
+        self.push_meta(message, Meta::default());
     }
 
     /// Appends a message that a context strategy may drop first (a loaded skill body, say).
     pub fn push_discardable(&mut self, message: Message) {
-        self.push_entry(message, true);
+        self.push_meta(
+            message,
+            Meta {
+                discardable: true,
+                ..Meta::default()
+            },
+        );
+    }
+
+    /// Appends a user message marked as injected from outside the run (steering).
+    pub fn push_injected(&mut self, message: Message) {
+        self.push_meta(
+            message,
+            Meta {
+                injected: true,
+                ..Meta::default()
+            },
+        );
     }
 
     /// Appends an assistant message and the tool results answering its calls as one step,
     /// so no eviction can fall between them.
     pub fn push_step(&mut self, assistant: Message, results: impl IntoIterator<Item = Message>) {
-        self.entries.push_back(Entry {
-            message: assistant,
-            discardable: false,
-        });
+        self.messages.push_back(assistant);
+        self.meta.push_back(Meta::default());
         for r in results {
-            self.entries.push_back(Entry {
-                message: r,
-                discardable: false,
-            });
+            self.messages.push_back(r);
+            self.meta.push_back(Meta::default());
         }
         self.evict();
     }
 
+    /// Removes and returns the last message (the run engine takes back a turn whose calls
+    /// have no results, to run them).
+    pub(crate) fn pop_last(&mut self) -> Option<Message> {
+        self.meta.pop_back();
+        let m = self.messages.pop_back();
+        self.generation += 1;
+        m
+    }
+
     /// Empties the log. The stable prefix lives elsewhere and is untouched.
     pub fn clear(&mut self) {
-        self.entries.clear();
+        self.messages.clear();
+        self.meta.clear();
+        self.generation += 1;
     }
 
     /// Removes the messages for which `keep` returns false, then drops any tool result
     /// left without its call and any assistant call left without all its results.
     pub fn retain(&mut self, mut keep: impl FnMut(usize, &Message, bool) -> bool) {
-        let mut i = 0;
-        self.entries.retain(|e| {
-            let k = keep(i, &e.message, e.discardable);
-            i += 1;
-            k
-        });
+        let keeps: Vec<bool> = self
+            .messages
+            .iter()
+            .zip(&self.meta)
+            .enumerate()
+            .map(|(i, (m, meta))| keep(i, m, meta.discardable))
+            .collect();
+        self.keep_where(&keeps);
         self.repair_pairs();
+        self.generation += 1;
     }
 
-    fn push_entry(&mut self, message: Message, discardable: bool) {
-        self.entries.push_back(Entry {
-            message,
-            discardable,
+    fn keep_where(&mut self, keeps: &[bool]) {
+        let mut i = 0;
+        self.messages.retain(|_| {
+            i += 1;
+            keeps[i - 1]
         });
+        let mut i = 0;
+        self.meta.retain(|_| {
+            i += 1;
+            keeps[i - 1]
+        });
+    }
+
+    fn push_meta(&mut self, message: Message, meta: Meta) {
+        self.messages.push_back(message);
+        self.meta.push_back(meta);
         self.evict();
     }
 
     /// Length of the unit starting at `start`: the message, plus the tool results that
     /// follow an assistant message with calls.
     fn unit_len(&self, start: usize) -> usize {
-        let calls = self.entries[start].message.tool_calls();
+        let calls = self.messages[start].tool_calls();
         if calls.is_empty() {
             return 1;
         }
         let mut n = 1;
-        while let Some(Entry {
-            message: Message::Tool(r),
-            ..
-        }) = self.entries.get(start + n)
-        {
+        while let Some(Message::Tool(r)) = self.messages.get(start + n) {
             if !calls.iter().any(|c| c.id == r.tool_call_id) {
                 break;
             }
@@ -162,14 +249,13 @@ impl MessageLog {
     }
 
     fn evict(&mut self) {
-        while self.entries.len() > self.capacity {
+        while self.messages.len() > self.capacity {
             let n = self.unit_len(0);
-            if n >= self.entries.len() {
+            if n >= self.messages.len() {
                 break; // the newest unit stays whole
             }
-            for _ in 0..n {
-                self.entries.pop_front();
-            }
+            self.messages.drain(..n);
+            self.meta.drain(..n);
             self.evicted += n as u64;
         }
     }
@@ -177,28 +263,28 @@ impl MessageLog {
     fn repair_pairs(&mut self) {
         use std::collections::HashSet;
         let answered: HashSet<String> = self
-            .entries
+            .messages
             .iter()
-            .filter_map(|e| match &e.message {
+            .filter_map(|m| match m {
                 Message::Tool(r) => Some(r.tool_call_id.clone()),
                 _ => None,
             })
             .collect();
         let complete_calls: HashSet<String> = self
-            .entries
+            .messages
             .iter()
-            .filter(|e| {
-                e.message
-                    .tool_calls()
-                    .iter()
-                    .all(|c| answered.contains(&c.id))
-            })
-            .flat_map(|e| e.message.tool_calls().iter().map(|c| c.id.clone()))
+            .filter(|m| m.tool_calls().iter().all(|c| answered.contains(&c.id)))
+            .flat_map(|m| m.tool_calls().iter().map(|c| c.id.clone()))
             .collect();
-        self.entries.retain(|e| match &e.message {
-            Message::Tool(r) => complete_calls.contains(&r.tool_call_id),
-            m => m.tool_calls().iter().all(|c| answered.contains(&c.id)),
-        });
+        let keeps: Vec<bool> = self
+            .messages
+            .iter()
+            .map(|m| match m {
+                Message::Tool(r) => complete_calls.contains(&r.tool_call_id),
+                m => m.tool_calls().iter().all(|c| answered.contains(&c.id)),
+            })
+            .collect();
+        self.keep_where(&keeps);
     }
 }
 
@@ -284,5 +370,39 @@ mod tests {
         assert_paired(&log);
         log.clear();
         assert!(log.is_empty());
+    }
+
+    #[test]
+    fn the_log_round_trips_through_serde_with_its_marks() {
+        let mut log = MessageLog::with_capacity(3);
+        log.push(Message::user("a"));
+        log.push_discardable(Message::user("skill"));
+        log.push_injected(Message::user("also this"));
+        log.push(Message::assistant("ok"));
+        let json = serde_json::to_string(&log).unwrap();
+        let back: MessageLog = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, log);
+        assert_eq!(back.evicted(), 1);
+        assert!(back.is_discardable(0) && back.is_injected(1) && !back.is_injected(2));
+    }
+
+    #[test]
+    fn as_slice_borrows_every_message_in_order() {
+        let mut log = MessageLog::with_capacity(3);
+        for i in 0..7 {
+            log.push(Message::user(i.to_string()));
+        }
+        let texts: Vec<String> = log.as_slice().iter().map(Message::text).collect();
+        assert_eq!(texts, ["4", "5", "6"]);
+        assert!(log.contiguous().is_some());
+        let g = log.generation();
+        log.push(Message::user("7"));
+        assert_eq!(
+            log.generation(),
+            g,
+            "appends and evictions keep the generation"
+        );
+        log.retain(|_, _, _| true);
+        assert_ne!(log.generation(), g);
     }
 }

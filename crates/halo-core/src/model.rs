@@ -65,6 +65,14 @@ pub struct GenerationOptions {
     pub stop: Vec<String>,
     /// The answer's shape.
     pub response_format: ResponseFormat,
+    /// The tools the model may call in this request (`None`: all the prefix has). Set per
+    /// step by a [`StepHook`](crate::guardrail::StepHook); the prefix keeps every tool, so
+    /// the prompt bytes do not change. Adapters pass it through the provider's allowed-tools
+    /// mechanism where one exists (OpenAI `tool_choice: {"type": "allowed_tools"}`, Gemini
+    /// `toolConfig.functionCallingConfig.allowedFunctionNames`); the agent answers a call of
+    /// a tool outside the set with an error result in any case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_tools: Option<Vec<String>>,
 }
 
 impl GenerationOptions {
@@ -140,7 +148,7 @@ pub struct Usage {
 }
 
 /// A normalized model answer.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelResponse {
     /// The assistant turn: text, reasoning, tool calls.
     pub message: AssistantMessage,

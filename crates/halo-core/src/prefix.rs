@@ -10,6 +10,7 @@
 //! this type, so nothing per-turn can enter it.
 
 use std::fmt;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -92,12 +93,41 @@ pub enum PrefixError {
 /// assert_eq!(a.fingerprint(), b.fingerprint());
 /// assert_ne!(a.fingerprint(), StablePrefix::new("You are verbose.").fingerprint());
 /// ```
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Clone, Default)]
 pub struct StablePrefix {
     system: String,
     tools: Vec<ToolSpec>,
     few_shot: Vec<Message>,
     skills: Vec<SkillMeta>,
+    /// The canonical bytes and their fingerprint, computed once per change: every mutator
+    /// empties it. A clone shares it.
+    canonical: OnceLock<Arc<Canonical>>,
+}
+
+#[derive(Debug)]
+struct Canonical {
+    bytes: Vec<u8>,
+    fingerprint: Fingerprint,
+}
+
+impl PartialEq for StablePrefix {
+    fn eq(&self, other: &Self) -> bool {
+        self.system == other.system
+            && self.tools == other.tools
+            && self.few_shot == other.few_shot
+            && self.skills == other.skills
+    }
+}
+
+impl fmt::Debug for StablePrefix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StablePrefix")
+            .field("system", &self.system)
+            .field("tools", &self.tools)
+            .field("few_shot", &self.few_shot)
+            .field("skills", &self.skills)
+            .finish()
+    }
 }
 
 impl StablePrefix {
@@ -162,6 +192,7 @@ impl StablePrefix {
 
     /// Replaces the system prompt.
     pub fn set_system(&mut self, system: impl Into<String>) {
+        self.canonical = OnceLock::new();
         self.system = system.into();
     }
 
@@ -170,6 +201,7 @@ impl StablePrefix {
     /// # Errors
     /// [`PrefixError`] for a duplicate or invalid name, or a schema that is not an object schema.
     pub fn add_tool(&mut self, spec: ToolSpec) -> Result<(), PrefixError> {
+        self.canonical = OnceLock::new();
         validate_tool(&spec)?;
         match self.tools.binary_search_by(|t| t.name.cmp(&spec.name)) {
             Ok(_) => Err(PrefixError::DuplicateTool(spec.name)),
@@ -180,8 +212,21 @@ impl StablePrefix {
         }
     }
 
+    /// Whether [`add_tool`](Self::add_tool) would accept `spec`, without adding it.
+    ///
+    /// # Errors
+    /// As [`add_tool`](Self::add_tool).
+    pub fn check_tool(&self, spec: &ToolSpec) -> Result<(), PrefixError> {
+        validate_tool(spec)?;
+        match self.tools.binary_search_by(|t| t.name.cmp(&spec.name)) {
+            Ok(_) => Err(PrefixError::DuplicateTool(spec.name.clone())),
+            Err(_) => Ok(()),
+        }
+    }
+
     /// Removes a tool by name; returns whether it was there.
     pub fn remove_tool(&mut self, name: &str) -> bool {
+        self.canonical = OnceLock::new();
         let before = self.tools.len();
         self.tools.retain(|t| t.name != name);
         before != self.tools.len()
@@ -198,17 +243,20 @@ impl StablePrefix {
 
     /// Appends a few-shot example turn.
     pub fn push_few_shot(&mut self, message: Message) {
+        self.canonical = OnceLock::new();
         self.few_shot.push(message);
     }
 
     /// Builder form of [`push_few_shot`](Self::push_few_shot).
     pub fn with_few_shot(mut self, messages: impl IntoIterator<Item = Message>) -> Self {
+        self.canonical = OnceLock::new();
         self.few_shot.extend(messages);
         self
     }
 
     /// Adds or replaces (by name) a skill in the catalog, keeping it sorted by name.
     pub fn add_skill(&mut self, skill: SkillMeta) {
+        self.canonical = OnceLock::new();
         match self.skills.binary_search_by(|s| s.name.cmp(&skill.name)) {
             Ok(at) => self.skills[at] = skill,
             Err(at) => self.skills.insert(at, skill),
@@ -218,25 +266,36 @@ impl StablePrefix {
     /// The canonical serialization: a JSON document with sorted keys and no whitespace,
     /// holding a format version, the system text, the tools, the few-shot turns and the
     /// skills. Equal prefixes give equal bytes on every run and machine.
-    pub fn canonical_bytes(&self) -> Vec<u8> {
-        let doc = serde_json::json!({
-            "format": 1,
-            "system": self.system,
-            "tools": self.tools,
-            "few_shot": self.few_shot,
-            "skills": self.skills,
-        });
-        let mut out = Vec::with_capacity(256);
-        write_canonical(&canonicalize(doc), &mut out);
-        out
+    ///
+    /// Computed once per change of the prefix (with the fingerprint), then borrowed.
+    pub fn canonical_bytes(&self) -> &[u8] {
+        &self.canonical().bytes
     }
 
-    /// SHA-256 of [`canonical_bytes`](Self::canonical_bytes).
+    /// SHA-256 of [`canonical_bytes`](Self::canonical_bytes), computed once per change.
     pub fn fingerprint(&self) -> Fingerprint {
-        let digest = Sha256::digest(self.canonical_bytes());
-        let mut bytes = [0u8; 32];
-        bytes.copy_from_slice(&digest);
-        Fingerprint(bytes)
+        self.canonical().fingerprint
+    }
+
+    fn canonical(&self) -> &Canonical {
+        self.canonical.get_or_init(|| {
+            let doc = serde_json::json!({
+                "format": 1,
+                "system": self.system,
+                "tools": self.tools,
+                "few_shot": self.few_shot,
+                "skills": self.skills,
+            });
+            let mut bytes = Vec::with_capacity(256);
+            write_canonical(&canonicalize(doc), &mut bytes);
+            let digest = Sha256::digest(&bytes);
+            let mut fingerprint = [0u8; 32];
+            fingerprint.copy_from_slice(&digest);
+            Arc::new(Canonical {
+                bytes,
+                fingerprint: Fingerprint(fingerprint),
+            })
+        })
     }
 }
 
@@ -260,6 +319,38 @@ impl fmt::Display for Fingerprint {
         } else {
             f.write_str(&hex[..16])
         }
+    }
+}
+
+/// Serialized as its 64 hex digits.
+impl Serialize for Fingerprint {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_hex())
+    }
+}
+
+impl<'de> Deserialize<'de> for Fingerprint {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let hex = String::deserialize(d)?;
+        Fingerprint::from_hex(&hex).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "`{hex}` is not a prefix fingerprint (64 hex digits)"
+            ))
+        })
+    }
+}
+
+impl Fingerprint {
+    /// Parses 64 hex digits ([`to_hex`](Self::to_hex)'s form).
+    pub fn from_hex(hex: &str) -> Option<Self> {
+        if hex.len() != 64 || !hex.is_ascii() {
+            return None;
+        }
+        let mut out = [0u8; 32];
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+        }
+        Some(Fingerprint(out))
     }
 }
 
@@ -335,7 +426,7 @@ mod tests {
             .unwrap()
             .with_tool(spec("a"))
             .unwrap();
-        let s = String::from_utf8(p.canonical_bytes()).unwrap();
+        let s = String::from_utf8(p.canonical_bytes().to_vec()).unwrap();
         assert!(s.find("\"name\":\"a\"").unwrap() < s.find("\"name\":\"b\"").unwrap());
         assert!(s.find("\"a\":{\"type\":\"integer\"}").unwrap() < s.find("\"z\":{").unwrap());
         assert!(!s.contains(' '), "no whitespace in canonical bytes: {s}");

@@ -159,7 +159,7 @@ impl ScriptedModel {
     fn next_step(&self, request: &ModelRequest<'_>) -> Step {
         let mut st = self.lock();
         st.requests.push(RecordedRequest {
-            prefix_bytes: request.prefix.canonical_bytes(),
+            prefix_bytes: request.prefix.canonical_bytes().to_vec(),
             fingerprint: request.prefix.fingerprint(),
             tool_names: request
                 .prefix

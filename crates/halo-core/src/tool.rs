@@ -139,11 +139,55 @@ pub trait Tool: Send + Sync + 'static {
     /// What the tool does, for the model; stable across runs.
     fn description(&self) -> &str;
 
+    /// What the tool promises about its effects (default: nothing; see [`ToolAnnotations`]).
+    fn annotations(&self) -> ToolAnnotations {
+        ToolAnnotations::default()
+    }
+
     /// Runs the tool.
     ///
     /// # Errors
     /// [`ToolError`]: `Failed` and `InvalidArguments` are shown to the model, `Fatal` ends the run.
     fn call(&self, args: Self::Args) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send;
+}
+
+/// What a tool promises about its effects, in the words of MCP's tool annotations
+/// (<https://modelcontextprotocol.io/specification/2025-06-18/server/tools#tool>:
+/// `readOnlyHint`, `idempotentHint`). They are not part of the prompt and cost no cache miss.
+///
+/// - A **read-only** tool changes nothing, so the agent runs it concurrently with the other
+///   read-only calls of a step (the sandbox's `read`, `ls`, `glob`, `grep`), and runs it
+///   again when a resumed run finds its call without a result.
+/// - An **idempotent** tool may change things, but calling it twice with the same arguments
+///   does what calling it once does: a resumed run runs it again too; it still runs alone.
+///
+/// A call of a tool with neither, interrupted before its result was recorded, is closed with
+/// an error result saying so ([`request::INTERRUPTED`](crate::request::INTERRUPTED)) instead
+/// of being run twice.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ToolAnnotations {
+    /// The tool does not change its environment.
+    pub read_only: bool,
+    /// Repeating a call with the same arguments has no further effect.
+    pub idempotent: bool,
+}
+
+impl ToolAnnotations {
+    /// A tool that changes nothing (so also safe to run again).
+    pub const READ_ONLY: ToolAnnotations = ToolAnnotations {
+        read_only: true,
+        idempotent: true,
+    };
+
+    /// Whether calls may run concurrently with the step's other such calls.
+    pub fn concurrency_safe(&self) -> bool {
+        self.read_only
+    }
+
+    /// Whether an interrupted call may run again on resume.
+    pub fn rerun_safe(&self) -> bool {
+        self.read_only || self.idempotent
+    }
 }
 
 /// The object-safe form of a tool: a spec and a call on JSON arguments. Every [`Tool`]
@@ -152,6 +196,11 @@ pub trait DynTool: Send + Sync {
     /// Name, description and parameter schema.
     fn spec(&self) -> ToolSpec;
 
+    /// What the tool promises about its effects (default: nothing).
+    fn annotations(&self) -> ToolAnnotations {
+        ToolAnnotations::default()
+    }
+
     /// Runs the tool on arguments already checked against the spec's schema.
     fn call_json(&self, arguments: Value) -> BoxFuture<'_, Result<ToolOutput, ToolError>>;
 }
@@ -159,6 +208,10 @@ pub trait DynTool: Send + Sync {
 impl<T: Tool> DynTool for T {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new(self.name(), self.description(), schema_for::<T::Args>())
+    }
+
+    fn annotations(&self) -> ToolAnnotations {
+        Tool::annotations(self)
     }
 
     fn call_json(&self, arguments: Value) -> BoxFuture<'_, Result<ToolOutput, ToolError>> {
@@ -187,12 +240,15 @@ pub fn schema_for<T: JsonSchema>() -> Value {
 }
 
 struct Registered {
-    tool: Arc<dyn DynTool>,
-    spec: ToolSpec,
+    /// `None` for a client-side tool: the caller runs its calls.
+    tool: Option<Arc<dyn DynTool>>,
+    annotations: ToolAnnotations,
     validator: jsonschema::Validator,
 }
 
-/// Tools by name, with their compiled parameter schemas.
+/// Tools by name, with their compiled parameter schemas and their executors (none for a
+/// client-side tool). The specs themselves live in the [`StablePrefix`](crate::StablePrefix):
+/// [`insert`](Self::insert) hands the spec back for it.
 #[derive(Default)]
 pub struct ToolRegistry {
     tools: BTreeMap<String, Registered>,
@@ -219,8 +275,29 @@ impl ToolRegistry {
     /// when the parameter schema does not compile.
     pub fn insert(&mut self, tool: Arc<dyn DynTool>) -> Result<ToolSpec, PrefixError> {
         let spec = tool.spec();
+        let annotations = tool.annotations();
+        self.register(&spec, Some(tool), annotations)?;
+        Ok(spec)
+    }
+
+    /// Registers a client-side tool: its calls are validated against `spec`'s schema and
+    /// handed to the caller to run, in every mode (as the AI SDK does for a tool without
+    /// `execute`).
+    ///
+    /// # Errors
+    /// As [`insert`](Self::insert).
+    pub fn insert_client(&mut self, spec: &ToolSpec) -> Result<(), PrefixError> {
+        self.register(spec, None, ToolAnnotations::default())
+    }
+
+    fn register(
+        &mut self,
+        spec: &ToolSpec,
+        tool: Option<Arc<dyn DynTool>>,
+        annotations: ToolAnnotations,
+    ) -> Result<(), PrefixError> {
         if self.tools.contains_key(&spec.name) {
-            return Err(PrefixError::DuplicateTool(spec.name));
+            return Err(PrefixError::DuplicateTool(spec.name.clone()));
         }
         let validator = jsonschema::validator_for(&spec.parameters)
             .map_err(|_| PrefixError::InvalidSchema(spec.name.clone()))?;
@@ -228,11 +305,21 @@ impl ToolRegistry {
             spec.name.clone(),
             Registered {
                 tool,
-                spec: spec.clone(),
+                annotations,
                 validator,
             },
         );
-        Ok(spec)
+        Ok(())
+    }
+
+    /// The annotations of the tool `name` (`None` for an unknown tool).
+    pub fn annotations(&self, name: &str) -> Option<ToolAnnotations> {
+        self.tools.get(name).map(|r| r.annotations)
+    }
+
+    /// Whether `name` is a client-side tool (registered without an executor).
+    pub fn is_client_side(&self, name: &str) -> bool {
+        self.tools.get(name).is_some_and(|r| r.tool.is_none())
     }
 
     /// Removes a tool; returns whether it was there.
@@ -243,11 +330,6 @@ impl ToolRegistry {
     /// The registered tool names, sorted.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.tools.keys().map(String::as_str)
-    }
-
-    /// The specs, sorted by name.
-    pub fn specs(&self) -> Vec<ToolSpec> {
-        self.tools.values().map(|r| r.spec.clone()).collect()
     }
 
     /// The number of tools.
@@ -351,10 +433,20 @@ impl ToolRegistry {
         call: &ToolCall,
         args: Value,
     ) -> Result<ToolResult, String> {
-        let Some(reg) = self.tools.get(&call.name) else {
-            return Ok(ToolResult::error(call, self.unknown(&call.name)));
+        let Some(tool) = self.tools.get(&call.name).and_then(|r| r.tool.as_ref()) else {
+            return Ok(ToolResult::error(
+                call,
+                if self.tools.contains_key(&call.name) {
+                    format!(
+                        "`{}` is run by the application, not by the agent, and no result was given",
+                        call.name
+                    )
+                } else {
+                    self.unknown(&call.name)
+                },
+            ));
         };
-        match reg.tool.call_json(args).await {
+        match tool.call_json(args).await {
             Ok(out) => Ok(ToolResult {
                 is_error: out.is_error,
                 ..ToolResult::ok(call, out.content)

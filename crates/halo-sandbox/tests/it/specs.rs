@@ -34,6 +34,7 @@ fn specs_are_byte_identical_across_roots() {
             .build()
             .prefix()
             .canonical_bytes()
+            .to_vec()
     };
     assert_eq!(prefix(&sa), prefix(&sb));
 }

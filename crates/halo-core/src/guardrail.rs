@@ -1,0 +1,95 @@
+//! Guardrails and step hooks: checks around a run that are not part of the prompt.
+//!
+//! - An [`InputGuardrail`] sees the user's message before the first model call. A rejection
+//!   is [`HaloError::InputRejected`](crate::HaloError::InputRejected) and nothing is logged.
+//! - An [`OutputGuardrail`] sees the final answer. It accepts it, asks for another step
+//!   with feedback the model reads ([`OutputVerdict::Retry`]: the answer and the feedback
+//!   enter the log), or ends the run ([`OutputVerdict::Reject`]:
+//!   [`HaloError::OutputRejected`](crate::HaloError::OutputRejected), the answer not logged).
+//! - Tool guardrails are the tool hooks ([`crate::hook`]).
+//! - A [`StepHook`] runs before each model call ([`StepHook::prepare_step`]: restrict the
+//!   active tools or change `tool_choice` for this step, without changing a byte of the
+//!   prefix) and after each step ([`StepHook::on_step_finish`]).
+//!
+//! The shapes follow the OpenAI Agents SDK's guardrails
+//! (<https://openai.github.io/openai-agents-python/guardrails/>) and the AI SDK's
+//! `prepareStep` / `onStepFinish`
+//! (<https://ai-sdk.dev/docs/agents/loop-control>).
+
+use async_trait::async_trait;
+
+use crate::message::Message;
+use crate::model::ToolChoice;
+use crate::run::StepResult;
+
+/// Checks the user's message before the run's first model call.
+#[async_trait]
+pub trait InputGuardrail: Send + Sync {
+    /// The name errors show.
+    fn name(&self) -> &str;
+
+    /// `Err(reason)` rejects the message: the run ends before any model call and nothing
+    /// is logged.
+    async fn check(&self, input: &Message) -> Result<(), String>;
+}
+
+/// What an [`OutputGuardrail`] decides about a final answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutputVerdict {
+    /// The run ends with the answer.
+    Accept,
+    /// The answer and this feedback (as a user message marked injected) enter the log, and
+    /// the run takes another step.
+    Retry(String),
+    /// The run ends with [`HaloError::OutputRejected`](crate::HaloError::OutputRejected); the
+    /// answer is not logged.
+    Reject(String),
+}
+
+/// Checks the final answer of a run.
+#[async_trait]
+pub trait OutputGuardrail: Send + Sync {
+    /// The name errors show.
+    fn name(&self) -> &str;
+
+    /// The verdict on `answer`.
+    async fn check(&self, answer: &str) -> OutputVerdict;
+}
+
+/// What a step may change before its model call. Neither changes the prefix bytes: the
+/// tools stay in the prompt, and the step restricts which the model may call through the
+/// provider's allowed-tools mechanism where one exists (OpenAI `allowed_tools`, Gemini
+/// `allowedFunctionNames`); a call to a tool outside the set gets an error result.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StepSettings {
+    /// `tool_choice` for this step only.
+    pub tool_choice: Option<ToolChoice>,
+    /// The tools the model may call in this step (`None`: all).
+    pub active_tools: Option<Vec<String>>,
+}
+
+/// What [`StepHook::prepare_step`] sees.
+#[derive(Debug, Clone, Copy)]
+pub struct StepContext<'a> {
+    /// The step's number in this run, from 1.
+    pub step: usize,
+    /// This run's completed steps.
+    pub steps: &'a [StepResult],
+    /// The history the call will carry.
+    pub history: &'a [Message],
+}
+
+/// Runs around each step of a run.
+#[async_trait]
+pub trait StepHook: Send + Sync {
+    /// Settings for the step about to call the model (default: none).
+    async fn prepare_step(&self, context: StepContext<'_>) -> StepSettings {
+        let _ = context;
+        StepSettings::default()
+    }
+
+    /// Sees each step once it is logged.
+    async fn on_step_finish(&self, step: &StepResult) {
+        let _ = step;
+    }
+}

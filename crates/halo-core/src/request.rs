@@ -1,0 +1,217 @@
+//! The history a request carries, made valid whatever the log holds.
+//!
+//! Providers answer HTTP 400 to a history with a tool result that answers no call (OpenAI:
+//! "messages with role 'tool' must be a response to a preceding message with 'tool_calls'"),
+//! a tool call left without its result (Anthropic: "tool_use ids were found without
+//! tool_result blocks immediately after"), or an empty assistant turn. A log restored from
+//! disk or edited by hand can hold any of these, so every request goes through
+//! [`valid_history`]:
+//!
+//! - a tool result that does not directly follow the assistant turn with its call (after
+//!   that turn's other results), or repeats a result already given, is dropped (an orphan);
+//! - a call left without a result is closed with a synthetic error result the model can read
+//!   ([`INTERRUPTED`]), placed with the turn's other results, in call order;
+//! - an assistant turn with no text and no tool calls (one made only of reasoning, or of
+//!   nothing) is dropped.
+//!
+//! A valid history, the common case, is borrowed as it is: no copy.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+
+use crate::message::{Message, ToolCall, ToolResult};
+
+/// The content of the synthetic result that closes a call which never got one.
+pub const INTERRUPTED: &str = "this tool call was interrupted before it ran, so it has no result; call it again if you still need it";
+
+/// The synthetic result that closes `call` (see [`INTERRUPTED`]).
+pub fn interrupted(call: &ToolCall) -> ToolResult {
+    ToolResult::error(call, INTERRUPTED)
+}
+
+/// `history` with orphan results dropped, dangling calls closed and empty assistant turns
+/// dropped (see the module docs); borrowed when nothing needed a change.
+pub fn valid_history(history: &[Message]) -> Cow<'_, [Message]> {
+    if is_valid(history) {
+        Cow::Borrowed(history)
+    } else {
+        Cow::Owned(repaired(history))
+    }
+}
+
+/// Whether `history` needs no change: every call answered once right after its turn, no
+/// orphan, no empty assistant turn.
+pub fn is_valid(history: &[Message]) -> bool {
+    let mut open: Vec<&str> = Vec::new();
+    for m in history {
+        match m {
+            Message::Tool(r) => match open.iter().position(|id| *id == r.tool_call_id) {
+                Some(i) => {
+                    open.swap_remove(i);
+                }
+                None => return false,
+            },
+            other => {
+                if !open.is_empty() {
+                    return false;
+                }
+                if let Message::Assistant(a) = other {
+                    if a.text.is_empty() && a.tool_calls.is_empty() {
+                        return false;
+                    }
+                    open = a.tool_calls.iter().map(|c| c.id.as_str()).collect();
+                    if has_duplicate_ids(&a.tool_calls) {
+                        return false;
+                    }
+                }
+            }
+        }
+    }
+    open.is_empty()
+}
+
+fn has_duplicate_ids(calls: &[ToolCall]) -> bool {
+    let mut seen = HashSet::new();
+    calls.iter().any(|c| !seen.insert(c.id.as_str()))
+}
+
+fn repaired(history: &[Message]) -> Vec<Message> {
+    let mut out = Vec::with_capacity(history.len() + 1);
+    let mut i = 0;
+    while i < history.len() {
+        match &history[i] {
+            Message::Tool(_) => {
+                // Not preceded by its turn (turns consume their own results below): an orphan.
+                i += 1;
+            }
+            Message::Assistant(a) if a.text.is_empty() && a.tool_calls.is_empty() => i += 1,
+            Message::Assistant(a) => {
+                let mut turn = a.clone();
+                // A second call with the same id could never be told apart from the first.
+                let mut ids = HashSet::new();
+                turn.tool_calls.retain(|c| ids.insert(c.id.clone()));
+                let mut results: Vec<Option<ToolResult>> = vec![None; turn.tool_calls.len()];
+                let mut j = i + 1;
+                while let Some(Message::Tool(r)) = history.get(j) {
+                    if let Some(k) = turn.tool_calls.iter().position(|c| c.id == r.tool_call_id)
+                        && results[k].is_none()
+                    {
+                        results[k] = Some(r.clone());
+                    }
+                    j += 1;
+                }
+                let calls = turn.tool_calls.clone();
+                out.push(Message::Assistant(turn));
+                for (call, result) in calls.iter().zip(results) {
+                    out.push(Message::Tool(result.unwrap_or_else(|| interrupted(call))));
+                }
+                i = j;
+            }
+            other => {
+                out.push(other.clone());
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{AssistantMessage, Reasoning};
+
+    fn turn(text: &str, calls: &[&str]) -> Message {
+        Message::Assistant(AssistantMessage {
+            text: text.into(),
+            tool_calls: calls
+                .iter()
+                .map(|id| ToolCall::new(*id, "ls", "{}"))
+                .collect(),
+            ..Default::default()
+        })
+    }
+
+    fn result(id: &str) -> Message {
+        Message::Tool(ToolResult::ok(
+            &ToolCall::new(id, "ls", "{}"),
+            format!("r{id}"),
+        ))
+    }
+
+    #[test]
+    fn a_valid_history_is_borrowed() {
+        let h = vec![
+            Message::user("hi"),
+            turn("", &["a", "b"]),
+            result("b"),
+            result("a"),
+            turn("done", &[]),
+        ];
+        assert!(matches!(valid_history(&h), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn orphans_are_dropped_and_dangling_calls_closed_in_call_order() {
+        let h = vec![
+            result("x"), // answers nothing
+            Message::user("hi"),
+            turn("", &["a", "b"]),
+            result("b"),
+            result("b"), // a second result for b
+            Message::user("late"),
+            result("a"), // too late: a user turn came between
+        ];
+        let v = valid_history(&h);
+        assert_eq!(
+            v.as_ref(),
+            [
+                Message::user("hi"),
+                turn("", &["a", "b"]),
+                Message::Tool(interrupted(&ToolCall::new("a", "ls", "{}"))),
+                result("b"),
+                Message::user("late"),
+            ]
+        );
+        assert!(is_valid(&v));
+    }
+
+    #[test]
+    fn reasoning_only_and_empty_turns_are_dropped() {
+        let reasoning_only = Message::Assistant(AssistantMessage {
+            reasoning: vec![Reasoning {
+                text: "hmm".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        let h = vec![
+            Message::user("hi"),
+            reasoning_only,
+            turn("", &[]),
+            turn("ok", &[]),
+        ];
+        assert_eq!(
+            valid_history(&h).as_ref(),
+            [Message::user("hi"), turn("ok", &[])]
+        );
+    }
+
+    #[test]
+    fn a_call_at_the_end_is_closed() {
+        let h = vec![Message::user("hi"), turn("", &["a"])];
+        let v = valid_history(&h);
+        assert_eq!(v.len(), 3);
+        assert!(matches!(&v[2], Message::Tool(r) if r.is_error && r.content == INTERRUPTED));
+    }
+
+    #[test]
+    fn duplicate_call_ids_in_one_turn_keep_the_first() {
+        let h = vec![Message::user("hi"), turn("", &["a", "a"]), result("a")];
+        let v = valid_history(&h);
+        assert_eq!(
+            v.as_ref(),
+            [Message::user("hi"), turn("", &["a"]), result("a")]
+        );
+    }
+}

@@ -1,0 +1,45 @@
+//! Steering: user messages queued from another task while a run is in flight.
+//!
+//! A [`SteeringHandle`] (from [`HaloAgent::steering`](crate::HaloAgent::steering)) is cheap to
+//! clone and `Send`; [`SteeringHandle::send`] queues a message, and the run injects every
+//! queued message at its next step boundary — before the next model call, never between a
+//! tool call and its result — as a user message marked injected
+//! ([`MessageLog::is_injected`](crate::MessageLog::is_injected)), with an
+//! [`AgentEvent::Injected`](crate::AgentEvent::Injected). Messages queued while no run is in
+//! flight enter at the next run's first model call.
+
+use std::sync::{Arc, Mutex};
+
+/// Queues user messages into an agent's runs. See the [module docs](self).
+#[derive(Debug, Clone, Default)]
+pub struct SteeringHandle {
+    queue: Arc<Mutex<Vec<String>>>,
+}
+
+impl SteeringHandle {
+    /// Queues `text` for the next step boundary.
+    pub fn send(&self, text: impl Into<String>) {
+        self.lock().push(text.into());
+    }
+
+    /// How many messages wait.
+    pub fn pending(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Takes every queued message, oldest first.
+    pub(crate) fn drain(&self) -> Vec<String> {
+        std::mem::take(&mut *self.lock())
+    }
+
+    /// Puts messages back at the front of the queue, before any queued since.
+    pub(crate) fn requeue(&self, texts: Vec<String>) {
+        let mut q = self.lock();
+        let later = std::mem::replace(&mut *q, texts);
+        q.extend(later);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
