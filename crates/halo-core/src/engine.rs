@@ -639,11 +639,19 @@ impl RunState {
     /// one expected miss). The ledger starts without a previous call.
     pub fn from_journal(events: &[JournalEvent], log_capacity: usize) -> Self {
         let mut state = RunState::new(MessageLog::with_capacity(log_capacity));
+        // The last call: its prefix, the history it carried, its input tokens and time.
+        let mut prefix_bytes = 0;
+        let mut last_call: Option<(Vec<Message>, Option<u64>, u64)> = None;
         for event in events {
             match event {
-                JournalEvent::Prefix { fingerprint, .. } => {
+                JournalEvent::Prefix {
+                    fingerprint,
+                    prefix_bytes: bytes,
+                    ..
+                } => {
                     state.last_fingerprint = Some(*fingerprint);
                     state.journaled_fingerprint = Some(*fingerprint);
+                    prefix_bytes = *bytes;
                 }
                 JournalEvent::User {
                     message, injected, ..
@@ -658,8 +666,10 @@ impl RunState {
                     assistant,
                     results,
                     usage,
+                    at_ms,
                     ..
                 } => {
+                    last_call = Some((state.log.to_vec(), usage.input_tokens, *at_ms));
                     state.stats.record(usage);
                     state.stats.tool_calls += results.len() as u64;
                     state.log.push_step(
@@ -669,6 +679,14 @@ impl RunState {
                 }
                 JournalEvent::Outcome { .. } | JournalEvent::CompactBoundary { .. } => {}
             }
+        }
+        if let (Some(fingerprint), Some((history, input_tokens, at_ms))) =
+            (state.last_fingerprint, last_call)
+        {
+            let history = request::valid_history(&history);
+            state
+                .ledger
+                .seed(fingerprint, prefix_bytes, &history, input_tokens, at_ms);
         }
         state.run_start = state.stats;
         state

@@ -263,6 +263,32 @@ impl CacheLedger {
         }
     }
 
+    /// Seeds the ledger with a call made before it existed (a session restored from its
+    /// journal): the prefix it was made with, its history and its reported input tokens, at
+    /// `at_ms`. The next call is then judged against it — a different prefix is the one
+    /// expected miss — instead of being cold.
+    pub fn seed(
+        &mut self,
+        fingerprint: Fingerprint,
+        prefix_bytes: u64,
+        history: &[Message],
+        input_tokens: Option<u64>,
+        at_ms: u64,
+    ) {
+        let digests: VecDeque<Digest> = history.iter().map(message_digest).collect();
+        self.seen = Seen {
+            key: None,
+            bytes: digests.iter().map(|(_, b)| b).sum(),
+            digests,
+        };
+        self.previous = Some(Previous {
+            fingerprint,
+            prefix_bytes,
+            input_tokens,
+            at_ms,
+        });
+    }
+
     /// Records the call planned as `planned`, made at `at_ms` (milliseconds since the Unix
     /// epoch, from the driver's clock), with the usage the provider reported; returns its
     /// check.
