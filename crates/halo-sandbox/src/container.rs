@@ -110,9 +110,9 @@ impl ContainerSandbox {
     /// [`SandboxError::RootNotDirectory`] when it is not a directory.
     pub fn new(root: impl AsRef<Path>) -> Result<Self, SandboxError> {
         let given = root.as_ref();
-        let root_err = |source| SandboxError::Root {
+        let root_err = |error| SandboxError::Root {
             root: given.display().to_string(),
-            source,
+            error,
         };
         let meta = std::fs::metadata(given).map_err(root_err)?;
         if !meta.is_dir() {
@@ -246,7 +246,7 @@ impl ContainerSandbox {
                 Err(e) => Err(SandboxError::Io {
                     op: "finish",
                     path: ".".into(),
-                    source: io::Error::other(e),
+                    error: io::Error::other(e),
                 }),
             },
             Err(_) => f(&inner),
@@ -346,7 +346,7 @@ pub(crate) fn link_loop(op: &'static str, path: String) -> SandboxError {
     SandboxError::Io {
         op,
         path,
-        source: io::Error::other(LINK_LOOP),
+        error: io::Error::other(LINK_LOOP),
     }
 }
 
@@ -380,11 +380,7 @@ pub(crate) fn io_error(path: &SandboxPath, op: &'static str, e: io::Error) -> Sa
         io::ErrorKind::IsADirectory => SandboxError::IsDirectory { path },
         io::ErrorKind::NotADirectory => SandboxError::NotDirectory { path },
         io::ErrorKind::DirectoryNotEmpty => SandboxError::DirectoryNotEmpty { path },
-        _ => SandboxError::Io {
-            op,
-            path,
-            source: e,
-        },
+        _ => SandboxError::Io { op, path, error: e },
     }
 }
 
