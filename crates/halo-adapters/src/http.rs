@@ -111,6 +111,40 @@ pub(crate) fn api_url(base: &str, url: &str) -> Result<reqwest::Url, ConfigError
     Ok(url)
 }
 
+/// Refuses a base URL whose path already ends in (part of) the API path the adapter
+/// appends, such as a URL copied whole from an API reference: `http://127.0.0.1:8080/v1/chat/completions`
+/// would be posted to `.../chat/completions/chat/completions`. `find` gets the base URL's
+/// path without its trailing slashes and returns the byte offset where the appended part
+/// begins, or `None` when it is not there. Call it after [`api_url`], which reports a base
+/// URL that does not parse or lacks its scheme.
+///
+/// # Errors
+/// [`ConfigError::InvalidBaseUrl`] naming `base`, the part to drop, and the base URL to
+/// pass instead.
+pub(crate) fn check_api_path(
+    base: &str,
+    find: impl Fn(&str) -> Option<usize>,
+) -> Result<(), ConfigError> {
+    let Ok(mut url) = reqwest::Url::parse(base.trim()) else {
+        return Ok(());
+    };
+    let path = url.path().trim_end_matches('/').to_string();
+    let Some(at) = find(&path).filter(|&at| path.is_char_boundary(at)) else {
+        return Ok(());
+    };
+    url.set_path(&path[..at]);
+    url.set_query(None);
+    url.set_fragment(None);
+    Err(ConfigError::InvalidBaseUrl {
+        url: base.to_string(),
+        reason: format!(
+            "it ends in `{}`, which the adapter appends itself; drop it and pass `{}`",
+            &path[at..],
+            url.as_str().trim_end_matches('/')
+        ),
+    })
+}
+
 /// A 404's error with what to check appended to its message: the URL path that was not
 /// found (the key redacted, should a gateway carry it there), the base URL and the model
 /// name. The variant the provider's mapping chose is kept.

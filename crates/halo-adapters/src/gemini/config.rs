@@ -164,7 +164,9 @@ impl GeminiBuilder {
 
     /// The base URL requests go to (proxies, gateways, test fakes); `/v1beta/...` is
     /// appended unless the URL already ends in `/v1beta`. Default
-    /// [`GEMINI_DEFAULT_BASE_URL`].
+    /// [`GEMINI_DEFAULT_BASE_URL`]. A base URL that already has the `/models/...` part (the
+    /// adapter appends `/models/{model}:generateContent` for the [`model`](Self::model)) is
+    /// refused at [`build`](Self::build).
     pub fn base_url(mut self, url: impl Into<String>) -> Self {
         self.base_url = url.into();
         self
@@ -381,6 +383,11 @@ impl Endpoints {
             format!("{trimmed}/v1beta")
         };
         let api_url = http::api_url(base, &api)?;
+        // A URL copied from the API reference names the model and the method itself.
+        http::check_api_path(base, |path| {
+            path.rfind("/models/")
+                .or_else(|| path.strip_suffix("/models").map(str::len))
+        })?;
         let at = |last: &str| {
             let mut url = api_url.clone();
             if let Ok(mut segments) = url.path_segments_mut() {

@@ -266,6 +266,8 @@ impl OpenAiBuilder {
 
     /// The base URL requests go to; `/chat/completions` is appended (so give
     /// `http://127.0.0.1:8080/v1` for llama.cpp, `http://127.0.0.1:11434/v1` for Ollama).
+    /// A base URL that already ends in `/chat/completions` is refused at
+    /// [`build`](Self::build).
     pub fn base_url(mut self, url: impl Into<String>) -> Self {
         self.base_url = Some(url.into());
         self
@@ -456,9 +458,17 @@ impl OpenAiBuilder {
 }
 
 /// `{base}/chat/completions`, with one slash between.
+///
+/// # Errors
+/// [`ConfigError::InvalidBaseUrl`] for a base URL [`http::api_url`] refuses, or one that
+/// already ends in `/chat/completions`.
 fn endpoint(base: &str) -> Result<reqwest::Url, ConfigError> {
     let trimmed = base.trim().trim_end_matches('/');
-    http::api_url(base, &format!("{trimmed}/chat/completions"))
+    let url = http::api_url(base, &format!("{trimmed}/chat/completions"))?;
+    http::check_api_path(base, |path| {
+        path.strip_suffix("/chat/completions").map(str::len)
+    })?;
+    Ok(url)
 }
 
 #[cfg(test)]

@@ -955,6 +955,46 @@ async fn a_404_names_the_path_and_says_to_check_the_base_url_and_model() {
     );
 }
 
+#[tokio::test]
+async fn a_base_url_ending_in_v1_messages_is_refused_saying_what_to_drop() {
+    // Trigger: `https://api.anthropic.com/v1/messages` as the base URL was posted to
+    // `.../v1/messages/v1/messages`.
+    let fake = FakeMessages::start([fake::message(
+        json!([{"type": "text", "text": "hello"}]),
+        "end_turn",
+        json!({"input_tokens": 1, "output_tokens": 1}),
+    )])
+    .await;
+    for base in [
+        format!("{}/v1/messages", fake.base_url()),
+        format!("{}/v1/messages/", fake.base_url()),
+    ] {
+        let e = builder(&base).build().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "invalid base URL `{base}`: it ends in `/v1/messages`, which the adapter appends \
+                 itself; drop it and pass `{}`",
+                fake.base_url()
+            )
+        );
+    }
+    // `/v1` alone stays allowed, and the suggested base URL works end to end.
+    for base in [fake.base_url(), format!("{}/v1", fake.base_url())] {
+        let model = builder(&base).build().unwrap();
+        assert_eq!(model.endpoint(), format!("{}/v1/messages", fake.base_url()));
+    }
+    let model = builder(&fake.base_url()).build().unwrap();
+    let options = GenerationOptions::default();
+    let history = [Message::user("hi")];
+    let out = model
+        .generate(request(&prefix(), &history, &options))
+        .await
+        .unwrap();
+    assert_eq!(out.message.text, "hello");
+    assert_eq!(fake.requests().len(), 1);
+}
+
 #[test]
 fn a_base_url_without_a_scheme_is_a_config_error_saying_to_add_it() {
     // Trigger: ANTHROPIC_BASE_URL=127.0.0.1:9 gave "relative URL without a base".

@@ -1513,6 +1513,64 @@ async fn logs_show_sizes_and_retries_but_never_the_key() {
     assert!(!logs.contains(KEY), "the key leaked into the logs");
 }
 
+/// The base URL a [`ConfigError::InvalidBaseUrl`] says to pass instead (its last `...`).
+fn suggested_base(e: &ConfigError) -> String {
+    match e {
+        ConfigError::InvalidBaseUrl { reason, .. } => reason
+            .rsplit('`')
+            .nth(1)
+            .expect("the reason quotes a base URL")
+            .to_string(),
+        other => panic!("not an invalid base URL: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_base_url_ending_in_chat_completions_is_refused_saying_what_to_drop() {
+    // Trigger: `.../v1/chat/completions` as the base URL was posted to
+    // `.../v1/chat/completions/chat/completions`.
+    let fake = FakeChat::start([Completion::new(Shape::OpenAi).text("hello").respond()]).await;
+    for base in [
+        format!("{}/chat/completions", fake.base_url()),
+        format!("{}/chat/completions/", fake.base_url()),
+    ] {
+        let e = OpenAiCompatible::custom(&base, "m").build().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "invalid base URL `{base}`: it ends in `/chat/completions`, which the adapter \
+                 appends itself; drop it and pass `{}`",
+                fake.base_url()
+            )
+        );
+        assert_eq!(suggested_base(&e), fake.base_url());
+    }
+    // The same for the OpenAI profile, whose base URL may come from OPENAI_BASE_URL.
+    let e = OpenAiCompatible::openai("gpt-4o-mini")
+        .api_key(KEY)
+        .base_url("https://api.openai.com/v1/chat/completions")
+        .build()
+        .unwrap_err();
+    assert_eq!(suggested_base(&e), "https://api.openai.com/v1");
+
+    // The base URL without the suffix works end to end (the fake answers only at
+    // `/v1/chat/completions`).
+    let model = OpenAiCompatible::custom(fake.base_url(), "m")
+        .max_retries(0)
+        .build()
+        .unwrap();
+    assert_eq!(
+        model.endpoint(),
+        format!("{}/chat/completions", fake.base_url())
+    );
+    let got = call(&model, &prefix(), &GenerationOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(got.message.text, "hello");
+    assert_eq!(fake.requests().len(), 1);
+    fake.finish();
+}
+
 #[test]
 fn a_base_url_without_a_scheme_is_a_config_error_saying_to_add_it() {
     // Trigger: a base URL like `127.0.0.1:8080` ("relative URL without a base").

@@ -263,6 +263,38 @@ async fn a_404_names_the_path_and_says_to_check_the_base_url_and_model() {
     );
 }
 
+#[tokio::test]
+async fn a_base_url_with_the_models_path_is_refused_saying_what_to_drop() {
+    // Trigger: a `generateContent` URL copied from the API reference as the base URL would
+    // be posted to `.../models/gemini-2.5-flash:generateContent/v1beta/models/...`.
+    let (server, script) = fake(vec![ok_text("hello")]).await;
+    let api = format!("{}/v1beta", server.uri());
+    for (base, dropped) in [
+        (
+            format!("{api}/models/gemini-2.5-flash:generateContent"),
+            "/models/gemini-2.5-flash:generateContent",
+        ),
+        (
+            format!("{api}/models/gemini-2.5-flash:streamGenerateContent/"),
+            "/models/gemini-2.5-flash:streamGenerateContent",
+        ),
+        (format!("{api}/models"), "/models"),
+    ] {
+        let e = builder(&base).build().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "invalid base URL `{base}`: it ends in `{dropped}`, which the adapter appends \
+                 itself; drop it and pass `{api}`"
+            )
+        );
+    }
+    // The suggested base URL works end to end.
+    let out = call(&api, 0).await.unwrap();
+    assert_eq!(out.message.text, "hello");
+    assert_eq!(script.requests(), 1);
+}
+
 #[test]
 fn a_base_url_without_a_scheme_is_a_config_error_saying_to_add_it() {
     // Trigger: GEMINI_BASE_URL=127.0.0.1:9 ("relative URL without a base").
