@@ -11,6 +11,7 @@
 
 use std::borrow::Cow;
 use std::future::Future;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime};
 
 use backon::{ExponentialBuilder, Retryable};
@@ -214,6 +215,9 @@ impl Exchange<'_> {
     /// `operation` with the retry policy: retryable errors are tried again up to
     /// `max_retries` times, waiting the provider's delay or an exponential backoff; an
     /// error whose provider delay exceeds [`MAX_RETRY_DELAY`] is returned at once.
+    ///
+    /// An error returned after retries says how many were made and over how long, and a
+    /// retryable error that was not retried for its delay says so ([`retry_note`]).
     pub(crate) async fn with_retries<T, F, Fut>(&self, operation: F) -> Result<T, ModelError>
     where
         F: FnMut() -> Fut,
@@ -224,11 +228,14 @@ impl Exchange<'_> {
             .with_max_delay(MAX_RETRY_DELAY)
             .with_max_times(self.max_retries as usize)
             .with_jitter();
+        let started = tokio::time::Instant::now();
+        let retries = AtomicU32::new(0);
         operation
             .retry(backoff)
             .when(should_retry)
             .adjust(retry_wait)
             .notify(|err, wait| {
+                retries.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
                     provider = %self.provider,
                     error = %err,
@@ -238,6 +245,13 @@ impl Exchange<'_> {
                 );
             })
             .await
+            .map_err(|err| {
+                let made = retries.load(Ordering::Relaxed);
+                match retry_note(&err, made, self.max_retries, started.elapsed()) {
+                    Some(note) => with_note(err, &note),
+                    None => err,
+                }
+            })
     }
 
     /// Sends `request`. A non-2xx answer is read whole and mapped to its error; a 2xx
@@ -293,6 +307,90 @@ impl Exchange<'_> {
     /// A transport failure (no HTTP answer) with the key redacted.
     pub(crate) fn transport(&self, err: &reqwest::Error) -> ModelError {
         transport(err, self.timeout, self.secret)
+    }
+}
+
+/// What the retry loop adds to the error it returns: `gave up after 2 retries over 87 ms`
+/// when it retried up to `max_retries` (`after 2 retries over 87 ms` when the last error is
+/// not retryable), and why it stopped when a retryable error's delay was too long to wait
+/// for. `None` for an error returned without retries because it is not retryable or
+/// `max_retries` is 0. `elapsed` is counted from the first attempt, in milliseconds.
+fn retry_note(
+    err: &ModelError,
+    retries: u32,
+    max_retries: u32,
+    elapsed: Duration,
+) -> Option<String> {
+    let made = match retries {
+        1 => "1 retry".to_string(),
+        n => format!("{n} retries"),
+    };
+    let over = elapsed.as_millis();
+    if !err.is_retryable() {
+        return (retries > 0).then(|| format!("after {made} over {over} ms"));
+    }
+    let too_long = format!(
+        "the provider asked to wait longer than the {} s the adapter waits (MAX_RETRY_DELAY)",
+        MAX_RETRY_DELAY.as_secs()
+    );
+    match (retries, retries < max_retries) {
+        (0, false) => None,
+        (0, true) => Some(format!("not retried: {too_long}")),
+        (_, false) => Some(format!("gave up after {made} over {over} ms")),
+        (_, true) => Some(format!("gave up after {made} over {over} ms: {too_long}")),
+    }
+}
+
+/// `err` with `note` added to its message as a clause of its own, before the closing advice
+/// of a transport failure so that the advice stays last.
+fn with_note(err: ModelError, note: &str) -> ModelError {
+    let add = |message: String| {
+        for advice in [CONNECT_ADVICE, TIMEOUT_ADVICE] {
+            if let Some(head) = message.strip_suffix(advice) {
+                return format!("{head}{note}; {advice}");
+            }
+        }
+        format!("{message}; {note}")
+    };
+    match err {
+        ModelError::Transport(m) => ModelError::Transport(add(m)),
+        ModelError::Truncated(m) => ModelError::Truncated(add(m)),
+        ModelError::InvalidResponse(m) => ModelError::InvalidResponse(add(m)),
+        ModelError::Unsupported(m) => ModelError::Unsupported(add(m)),
+        ModelError::Other(m) => ModelError::Other(add(m)),
+        ModelError::InvalidRequest { status, message } => ModelError::InvalidRequest {
+            status,
+            message: add(message),
+        },
+        ModelError::Authentication { status, message } => ModelError::Authentication {
+            status,
+            message: add(message),
+        },
+        ModelError::InsufficientBalance { status, message } => ModelError::InsufficientBalance {
+            status,
+            message: add(message),
+        },
+        ModelError::RateLimited {
+            retry_after,
+            message,
+        } => ModelError::RateLimited {
+            retry_after,
+            message: add(message),
+        },
+        ModelError::Server {
+            status,
+            retry_after,
+            message,
+        } => ModelError::Server {
+            status,
+            retry_after,
+            message: add(message),
+        },
+        ModelError::Http { status, message } => ModelError::Http {
+            status,
+            message: add(message),
+        },
+        other => other,
     }
 }
 
@@ -421,33 +519,67 @@ pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
     at.duration_since(now).ok().filter(|d| !d.is_zero())
 }
 
-/// A transport failure (no HTTP answer) as [`ModelError::Transport`], with the error's
-/// source chain and the key redacted.
+/// The advice that ends the message of a failed connection.
+const CONNECT_ADVICE: &str = "check the base URL and that the server there is running";
+
+/// The advice that ends the message of a timed-out request.
+const TIMEOUT_ADVICE: &str = "raise the adapter's timeout or retry later";
+
+/// A transport failure (no HTTP answer) as [`ModelError::Transport`], naming the full URL,
+/// with the error's source chain and the key redacted:
+/// - refused, unreachable, DNS or TLS failure: `cannot connect to
+///   http://127.0.0.1:9/v1/chat/completions: tcp connect error: Connection refused (os
+///   error 111); check the base URL and that the server there is running` (the retry loop
+///   adds how many retries it made over how long before the advice);
+/// - the connect timeout: `cannot connect to {url}: the connect timeout expired; {advice}`;
+/// - the whole-request `timeout` (in the message as milliseconds): `the request to {url}
+///   timed out after 600000 ms; raise the adapter's timeout or retry later`;
+/// - anything else: reqwest's message (`error sending request for url (...)`) and its
+///   sources.
 pub(crate) fn transport(
     err: &reqwest::Error,
     timeout: Duration,
     secret: Option<&str>,
 ) -> ModelError {
-    if err.is_timeout() {
-        return ModelError::Transport(format!(
-            "the request timed out after {} ms; raise the adapter's timeout or retry later",
+    let url = err
+        .url()
+        .map_or_else(|| "the base URL".to_string(), ToString::to_string);
+    let text = if err.is_connect() && err.is_timeout() {
+        format!("cannot connect to {url}: the connect timeout expired; {CONNECT_ADVICE}")
+    } else if err.is_timeout() {
+        format!(
+            "the request to {url} timed out after {} ms; {TIMEOUT_ADVICE}",
             timeout.as_millis()
-        ));
-    }
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(err);
+        )
+    } else if err.is_connect() {
+        // The first source is hyper's `client error (Connect)`, which says no more than
+        // "cannot connect"; what failed (`tcp connect error`, `dns error`) comes after it.
+        let first = std::error::Error::source(err);
+        let causes = source_chain(first.and_then(|s| s.source()).or(first), String::new());
+        format!("cannot connect to {url}: {causes}; {CONNECT_ADVICE}")
+    } else {
+        source_chain(std::error::Error::source(err), err.to_string())
+    };
+    ModelError::Transport(redact(text, secret))
+}
+
+/// `text` followed by each error of the chain from `source` that it does not already
+/// contain, joined by `: `.
+fn source_chain(
+    mut source: Option<&(dyn std::error::Error + 'static)>,
+    mut text: String,
+) -> String {
     while let Some(s) = source {
         let part = s.to_string();
         if !text.contains(&part) {
-            text.push_str(": ");
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
             text.push_str(&part);
         }
         source = s.source();
     }
-    if err.is_connect() {
-        text.push_str("; check the base URL and that the server there is running");
-    }
-    ModelError::Transport(redact(text, secret))
+    text
 }
 
 #[cfg(test)]
@@ -498,6 +630,71 @@ mod tests {
         assert!(should_retry(&limited(MAX_RETRY_DELAY.as_secs())));
         assert!(should_retry(&ModelError::Transport("reset".into())));
         assert!(!should_retry(&ModelError::InvalidResponse("x".into())));
+    }
+
+    #[test]
+    fn the_retry_note_says_how_many_retries_over_how_long_and_why_it_stopped() {
+        let ms = Duration::from_millis(87);
+        let server = ModelError::Server {
+            status: 503,
+            retry_after: None,
+            message: "overloaded".into(),
+        };
+        let bad = ModelError::InvalidRequest {
+            status: 400,
+            message: "bad".into(),
+        };
+        let too_long = "the provider asked to wait longer than the 60 s the adapter waits \
+                        (MAX_RETRY_DELAY)";
+        assert_eq!(retry_note(&server, 0, 0, ms), None, "max_retries is 0");
+        assert_eq!(retry_note(&bad, 0, 2, ms), None, "not retryable");
+        assert_eq!(
+            retry_note(&server, 2, 2, ms).unwrap(),
+            "gave up after 2 retries over 87 ms"
+        );
+        assert_eq!(
+            retry_note(&bad, 1, 2, ms).unwrap(),
+            "after 1 retry over 87 ms"
+        );
+        assert_eq!(
+            retry_note(&server, 0, 2, ms).unwrap(),
+            format!("not retried: {too_long}")
+        );
+        assert_eq!(
+            retry_note(&server, 1, 3, ms).unwrap(),
+            format!("gave up after 1 retry over 87 ms: {too_long}")
+        );
+    }
+
+    #[test]
+    fn the_retry_note_goes_before_a_transport_advice() {
+        let note = "gave up after 2 retries over 87 ms";
+        let refused =
+            ModelError::Transport(format!("cannot connect to u: refused; {CONNECT_ADVICE}"));
+        assert_eq!(
+            with_note(refused, note),
+            ModelError::Transport(format!(
+                "cannot connect to u: refused; {note}; {CONNECT_ADVICE}"
+            ))
+        );
+        let late = ModelError::Transport(format!("timed out; {TIMEOUT_ADVICE}"));
+        assert_eq!(
+            with_note(late, note),
+            ModelError::Transport(format!("timed out; {note}; {TIMEOUT_ADVICE}"))
+        );
+        let server = ModelError::Server {
+            status: 503,
+            retry_after: Some(Duration::from_secs(1)),
+            message: "overloaded".into(),
+        };
+        assert_eq!(
+            with_note(server, note),
+            ModelError::Server {
+                status: 503,
+                retry_after: Some(Duration::from_secs(1)),
+                message: format!("overloaded; {note}"),
+            }
+        );
     }
 
     #[test]

@@ -930,7 +930,12 @@ async fn a_retry_after_beyond_the_max_delay_fails_at_once_with_the_delay() {
         .await
         .unwrap_err();
     assert_eq!(e.retry_after(), Some(Duration::from_secs(99_999)));
-    assert!(e.to_string().contains("retry after 27 h 46 min"), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "rate limited (HTTP 429), retry after 27 h 46 min: Daily quota exhausted (type \
+         rate_limit_error); not retried: the provider asked to wait longer than the 60 s the \
+         adapter waits (MAX_RETRY_DELAY)"
+    );
     assert_eq!(fake.requests().len(), 1, "not retried");
 }
 

@@ -1152,7 +1152,9 @@ async fn retries_stop_at_max_retries_and_skip_non_retryable_errors() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, ModelError::Server { status: 500, message, .. } if message.contains("boom 2")),
+        matches!(&err, ModelError::Server { status: 500, message, .. }
+            if message.starts_with("boom 2 (type server_error); gave up after 1 retry over ")
+                && message.ends_with(" ms")),
         "{err:?}"
     );
     assert_eq!(fake.requests().len(), 2, "one try and one retry");
@@ -1205,10 +1207,7 @@ async fn unreadable_success_bodies_are_invalid_responses() {
 
 #[tokio::test]
 async fn connection_failures_and_timeouts_are_transport_errors() {
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
+    let port = closed_port();
     let model = OpenAiCompatible::openai("gpt-4o-mini")
         .api_key(KEY)
         .base_url(format!("http://127.0.0.1:{port}/v1"))
@@ -1218,9 +1217,12 @@ async fn connection_failures_and_timeouts_are_transport_errors() {
     let err = call(&model, &prefix(), &GenerationOptions::default())
         .await
         .unwrap_err();
+    // Without retries there is no retry note.
     assert!(
         matches!(&err, ModelError::Transport(m)
-            if m.contains("127.0.0.1") && m.ends_with("check the base URL and that the server there is running")),
+            if m.starts_with(&format!("cannot connect to http://127.0.0.1:{port}/v1/chat/completions: "))
+                && m.ends_with("; check the base URL and that the server there is running")
+                && !m.contains("retr")),
         "{err:?}"
     );
     assert!(err.is_retryable());
@@ -1243,10 +1245,65 @@ async fn connection_failures_and_timeouts_are_transport_errors() {
         .unwrap_err();
     assert_eq!(
         err,
-        ModelError::Transport(
-            "the request timed out after 200 ms; raise the adapter's timeout or retry later".into()
-        )
+        ModelError::Transport(format!(
+            "the request to {}/chat/completions timed out after 200 ms; raise the adapter's \
+             timeout or retry later",
+            fake.base_url()
+        ))
     );
+}
+
+/// A port on 127.0.0.1 with nothing listening: bound, then closed.
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+#[tokio::test]
+async fn nothing_listening_names_the_full_url_and_the_retries_made_over_how_long() {
+    // Trigger: a base URL with no server behind it; the error did not say that it had been
+    // retried, nor for how long.
+    let port = closed_port();
+    let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
+    let model = OpenAiCompatible::openai("gpt-4o-mini")
+        .api_key(KEY)
+        .base_url(format!("http://127.0.0.1:{port}/v1"))
+        .max_retries(2)
+        .retry_min_delay(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let err = call(&model, &prefix(), &GenerationOptions::default())
+        .await
+        .unwrap_err();
+    let took = started.elapsed();
+    assert!(err.is_retryable());
+    let ModelError::Transport(message) = &err else {
+        panic!("not a transport error: {err:?}");
+    };
+    let (head, tail) = message
+        .split_once("; gave up after 2 retries over ")
+        .unwrap_or_else(|| panic!("no retry count: {message}"));
+    assert!(
+        head.starts_with(&format!(
+            "cannot connect to {url}: tcp connect error: Connection refused"
+        )),
+        "{message}"
+    );
+    let (ms, advice) = tail
+        .split_once(" ms; ")
+        .expect("milliseconds, then the advice");
+    assert_eq!(
+        advice,
+        "check the base URL and that the server there is running"
+    );
+    let ms: u128 = ms.parse().expect("a whole number of milliseconds");
+    // The backoff waits at least 20 ms, then 40 ms; the count is within the call's own time.
+    assert!(
+        (60..=took.as_millis()).contains(&ms),
+        "{ms} ms, call took {took:?}"
+    );
+    assert!(!err.to_string().contains(KEY));
 }
 
 #[test]
