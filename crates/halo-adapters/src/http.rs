@@ -146,27 +146,28 @@ pub(crate) fn check_api_path(
     })
 }
 
-/// A 404's error with what to check appended to its message: the URL path that was not
-/// found (the key redacted, should a gateway carry it there), the base URL and the model
-/// name. The variant the provider's mapping chose is kept.
-fn not_found(error: ModelError, path: &str, secret: Option<&str>) -> ModelError {
-    let hint = |message: String| {
-        redact(
-            format!("{message}; `{path}` was not found: check the base URL and the model name"),
-            secret,
+/// What to check, added to the message of a non-2xx answer: for a 404, that `url` (the
+/// full URL, the key redacted should a gateway carry it there) was not found and to check
+/// the base URL and the model name; for another status with an HTML page as its body (a
+/// proxy's or a static server's error page), that `url` answered with HTML rather than the
+/// provider's API. `None` otherwise. The variant the provider's mapping chose is kept.
+fn status_hint(
+    status: u16,
+    body: &[u8],
+    url: &reqwest::Url,
+    secret: Option<&str>,
+) -> Option<String> {
+    let hint = if status == 404 {
+        format!("`{url}` was not found: check the base URL and the model name")
+    } else if is_html(body) {
+        format!(
+            "`{url}` answered with an HTML page, not an API error: check that the base URL \
+             points at the provider's API"
         )
+    } else {
+        return None;
     };
-    match error {
-        ModelError::InvalidRequest { status, message } => ModelError::InvalidRequest {
-            status,
-            message: hint(message),
-        },
-        ModelError::Http { status, message } => ModelError::Http {
-            status,
-            message: hint(message),
-        },
-        other => other,
-    }
+    Some(redact(hint, secret))
 }
 
 /// The most bytes of a provider's error text kept in a [`ModelError`].
@@ -254,8 +255,9 @@ impl Exchange<'_> {
             })
     }
 
-    /// Sends `request`. A non-2xx answer is read whole and mapped to its error; a 2xx
-    /// answer is returned with its body unread.
+    /// Sends `request`. A non-2xx answer is read whole and mapped to its error, with what
+    /// to check added for a 404 or an HTML page ([`status_hint`]); a 2xx answer is returned
+    /// with its body unread.
     pub(crate) async fn send(
         &self,
         request: reqwest::RequestBuilder,
@@ -266,7 +268,7 @@ impl Exchange<'_> {
             return Ok(response);
         }
         let headers = response.headers().clone();
-        let path = response.url().path().to_string();
+        let url = response.url().clone();
         let bytes = response.bytes().await.map_err(|e| self.transport(&e))?;
         tracing::debug!(
             provider = %self.provider,
@@ -276,10 +278,9 @@ impl Exchange<'_> {
             self.what
         );
         let error = (self.from_status)(status, &headers, &bytes, self.secret);
-        Err(if status == 404 {
-            not_found(error, &path, self.secret)
-        } else {
-            error
+        Err(match status_hint(status, &bytes, &url, self.secret) {
+            Some(hint) => with_note(error, &hint),
+            None => error,
         })
     }
 
@@ -423,25 +424,76 @@ where
     }
 }
 
-/// The start of a body as text (invalid UTF-8 replaced), at most [`MAX_EXCERPT_BYTES`]
-/// plus a closing `…` when cut.
+/// A body as one line of text (invalid UTF-8 replaced, every run of whitespace, newlines
+/// included, made one space), at most [`MAX_EXCERPT_BYTES`] plus a closing `…` when cut.
+/// An HTML page (a proxy's or a static server's error page) is reduced to its text first
+/// ([`html_text`]), so that what it says fits in the excerpt rather than its markup.
 pub(crate) fn body_excerpt(body: &[u8]) -> String {
-    let cut = body.len() > MAX_EXCERPT_BYTES;
-    let mut head = &body[..body.len().min(MAX_EXCERPT_BYTES)];
-    // A multi-byte character split by the cut is dropped rather than replaced.
-    if let Err(e) = std::str::from_utf8(head)
-        && e.error_len().is_none()
-    {
-        head = &head[..e.valid_up_to()];
-    }
-    let mut out = truncate(String::from_utf8_lossy(head).trim());
-    if out.is_empty() {
+    let text = String::from_utf8_lossy(body);
+    let line = if is_html(body) {
+        html_text(&text)
+    } else {
+        one_line(&text)
+    };
+    if line.is_empty() {
         return "(empty body)".to_string();
     }
-    if cut && !out.ends_with('…') {
-        out.push('…');
+    truncate(&line)
+}
+
+/// `text` with every run of whitespace made one space, and trimmed.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Whether `body` is an HTML page: it starts (after whitespace) with `<` and its first
+/// KiB has an `<html`, `<head`, `<body` or `<title` tag, in any case.
+pub(crate) fn is_html(body: &[u8]) -> bool {
+    let start = body.trim_ascii_start();
+    let head = start[..start.len().min(1024)].to_ascii_lowercase();
+    start.starts_with(b"<")
+        && [&b"<html"[..], b"<head", b"<body", b"<title"]
+            .iter()
+            .any(|tag| head.windows(tag.len()).any(|w| w == *tag))
+}
+
+/// The text of an HTML page on one line: tags and comments removed, the contents of
+/// `<script>` and `<style>` dropped, whitespace runs made one space. Character references
+/// (`&amp;`) are left as they are.
+fn html_text(html: &str) -> String {
+    // ASCII lowercasing keeps every byte offset, so `lower` indexes `html` too.
+    let lower = html.to_ascii_lowercase();
+    let mut text = String::with_capacity(html.len() / 2);
+    let mut at = 0;
+    while let Some(lt) = lower[at..].find('<').map(|i| at + i) {
+        text.push_str(&html[at..lt]);
+        text.push(' ');
+        let (end, skip_to) = if lower[lt..].starts_with("<!--") {
+            (lower[lt..].find("-->").map(|i| lt + i + 3), None)
+        } else {
+            let name: String = lower[lt + 1..]
+                .chars()
+                .take_while(char::is_ascii_alphanumeric)
+                .collect();
+            let close = matches!(name.as_str(), "script" | "style").then(|| format!("</{name}"));
+            (lower[lt..].find('>').map(|i| lt + i + 1), close)
+        };
+        let Some(mut end) = end else {
+            at = html.len();
+            break;
+        };
+        if let Some(close) = skip_to {
+            end = match lower[end..].find(&close) {
+                Some(i) => lower[end + i..]
+                    .find('>')
+                    .map_or(html.len(), |j| end + i + j + 1),
+                None => html.len(),
+            };
+        }
+        at = end;
     }
-    out
+    text.push_str(&html[at..]);
+    one_line(&text)
 }
 
 /// `s` cut to at most [`MAX_EXCERPT_BYTES`] on a char boundary, with `…` when cut.
@@ -738,10 +790,60 @@ mod tests {
         let cut = truncate(&long);
         assert!(cut.ends_with('…'));
         assert_eq!(cut.trim_end_matches('…').len(), MAX_EXCERPT_BYTES);
-        let body = format!("<html>{}</html>", "x".repeat(2000));
+        let body = format!("{{\"detail\": \"{}\"}}", "x".repeat(2000));
         let ex = body_excerpt(body.as_bytes());
-        assert!(ex.starts_with("<html>xxx") && ex.ends_with('…'), "{ex}");
-        assert!(ex.len() <= MAX_EXCERPT_BYTES + '…'.len_utf8());
+        assert!(
+            ex.starts_with("{\"detail\": \"xxx") && ex.ends_with('…'),
+            "{ex}"
+        );
+        assert_eq!(ex.len(), MAX_EXCERPT_BYTES + '…'.len_utf8());
+        // A multi-byte character at the cut is dropped whole, not split.
+        let body = format!("{}é", "x".repeat(MAX_EXCERPT_BYTES - 1));
+        assert_eq!(
+            body_excerpt(body.as_bytes()),
+            format!("{}…", "x".repeat(MAX_EXCERPT_BYTES - 1))
+        );
         assert_eq!(body_excerpt(b"  "), "(empty body)");
+        assert_eq!(body_excerpt(b"\xff ok"), "\u{fffd} ok");
+    }
+
+    #[test]
+    fn an_excerpt_is_one_line() {
+        // Trigger: a multi-line error body printed across several lines of the message.
+        assert_eq!(
+            body_excerpt(b"upstream\r\n  failed:\n\n\ttry later\n"),
+            "upstream failed: try later"
+        );
+    }
+
+    #[test]
+    fn an_html_page_becomes_its_text_on_one_line() {
+        // Trigger: nginx's 404 page and Python http.server's 501 page, markup and all.
+        let nginx = b"<html>\r\n<head><title>404 Not Found</title></head>\r\n<body>\r\n\
+            <center><h1>404 Not Found</h1></center>\r\n<hr><center>nginx/1.24.0</center>\r\n\
+            </body>\r\n</html>\r\n";
+        assert!(is_html(nginx));
+        assert_eq!(
+            body_excerpt(nginx),
+            "404 Not Found 404 Not Found nginx/1.24.0"
+        );
+        let python = b"<!DOCTYPE HTML>\n<html lang=\"en\">\n    <head>\n        \
+            <meta charset=\"utf-8\">\n        <title>Error response</title>\n    </head>\n    \
+            <body>\n        <h1>Error response</h1>\n        <p>Error code: 501</p>\n        \
+            <p>Message: Unsupported method ('POST').</p>\n    </body>\n</html>\n";
+        assert_eq!(
+            body_excerpt(python),
+            "Error response Error response Error code: 501 Message: Unsupported method ('POST')."
+        );
+        // Scripts, styles and comments are dropped; an unclosed tag ends the text.
+        let page = b"<HTML><HEAD><STYLE>body { color: red }</STYLE><script src=x>var a = '<p>';\
+            </script></HEAD><!-- a <b>comment</b> --><BODY>Bad <b>gateway</b><br";
+        assert_eq!(body_excerpt(page), "Bad gateway");
+        // JSON, XML and plain text are not HTML.
+        assert!(!is_html(br#"{"error": "<html>"}"#));
+        assert!(!is_html(
+            b"<?xml version=\"1.0\"?><Error><Code>NoSuchKey</Code></Error>"
+        ));
+        assert!(!is_html(b"Not Found"));
     }
 }

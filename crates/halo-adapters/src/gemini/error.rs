@@ -345,7 +345,7 @@ mod tests {
             e,
             ModelError::Http {
                 status: 404,
-                message: "<html>Not Found</html>".into()
+                message: "Not Found".into()
             }
         );
         let b = body(

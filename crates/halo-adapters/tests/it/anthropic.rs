@@ -940,7 +940,7 @@ async fn a_retry_after_beyond_the_max_delay_fails_at_once_with_the_delay() {
 }
 
 #[tokio::test]
-async fn a_404_names_the_path_and_says_to_check_the_base_url_and_model() {
+async fn a_404_names_the_full_url_and_says_to_check_the_base_url_and_model() {
     // Trigger: an unknown model (Anthropic answers 404 not_found_error).
     let fake =
         FakeMessages::start([fake::error(404, "not_found_error", "model: claude-nope")]).await;
@@ -954,9 +954,14 @@ async fn a_404_names_the_path_and_says_to_check_the_base_url_and_model() {
     assert_eq!(e.status(), Some(404));
     let text = e.to_string();
     assert!(text.contains("model: claude-nope"), "{text}");
-    assert!(
-        text.contains("`/v1/messages` was not found: check the base URL and the model name"),
-        "{text}"
+    assert_eq!(
+        text,
+        format!(
+            "the provider rejected the request (HTTP 404): model: claude-nope (type \
+             not_found_error); `{}/v1/messages` was not found: check the base URL and the model \
+             name",
+            fake.base_url()
+        )
     );
 }
 

@@ -1024,7 +1024,7 @@ async fn http_errors_map_to_typed_errors_with_excerpts_and_no_key() {
             check: |e| matches!(e, ModelError::Server { status: 502, .. }),
             retryable: true,
             retry_after: None,
-            excerpt: "<html><body>502 Bad Gateway</body></html>",
+            excerpt: "provider error (HTTP 502): 502 Bad Gateway; `http://127.0.0.1:",
         },
         ErrorCase {
             name: "404 ollama string error",
@@ -1251,6 +1251,75 @@ async fn connection_failures_and_timeouts_are_transport_errors() {
             fake.base_url()
         ))
     );
+}
+
+/// The 501 page of Python's `http.server` (`python3 -m http.server` answers a POST with it).
+const PYTHON_501_PAGE: &str = "<!DOCTYPE HTML>
+<html lang=\"en\">
+    <head>
+        <meta charset=\"utf-8\">
+        <title>Error response</title>
+    </head>
+    <body>
+        <h1>Error response</h1>
+        <p>Error code: 501</p>
+        <p>Message: Unsupported method ('POST').</p>
+        <p>Error code explanation: 501 - Server does not support this operation.</p>
+    </body>
+</html>
+";
+
+/// nginx's 404 page.
+const NGINX_404_PAGE: &str = "<html>\r
+<head><title>404 Not Found</title></head>\r
+<body>\r
+<center><h1>404 Not Found</h1></center>\r
+<hr><center>nginx/1.24.0</center>\r
+</body>\r
+</html>\r
+";
+
+#[tokio::test]
+async fn an_html_error_page_is_one_line_of_its_text_and_names_the_full_url() {
+    // Trigger: a base URL pointing at a static server or a proxy printed its whole HTML
+    // error page, markup and newlines, and named only the URL path, or nothing.
+    let fake = FakeChat::start([
+        ResponseTemplate::new(501).set_body_raw(PYTHON_501_PAGE, "text/html;charset=utf-8"),
+        ResponseTemplate::new(404).set_body_raw(NGINX_404_PAGE, "text/html"),
+    ])
+    .await;
+    let model = custom(&fake);
+    let url = format!("{}/chat/completions", fake.base_url());
+
+    let err = call(&model, &prefix(), &GenerationOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "unexpected HTTP 501: Error response Error response Error code: 501 Message: \
+             Unsupported method ('POST'). Error code explanation: 501 - Server does not support \
+             this operation.; `{url}` answered with an HTML page, not an API error: check that \
+             the base URL points at the provider's API"
+        )
+    );
+    assert!(!err.is_retryable());
+
+    let err = call(&model, &prefix(), &GenerationOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        ModelError::Http {
+            status: 404,
+            message: format!(
+                "404 Not Found 404 Not Found nginx/1.24.0; `{url}` was not found: check the \
+                 base URL and the model name"
+            ),
+        }
+    );
+    assert!(!err.to_string().contains('\n'));
+    fake.finish();
 }
 
 /// A port on 127.0.0.1 with nothing listening: bound, then closed.
