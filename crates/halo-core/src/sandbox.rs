@@ -221,9 +221,9 @@ pub struct Capabilities {
 }
 
 impl Capabilities {
-    /// A sandbox of files only.
+    /// A sandbox of files only: `exec: false`.
     pub const FILES_ONLY: Capabilities = Capabilities { exec: false };
-    /// A sandbox of files and commands.
+    /// A sandbox of files and commands: `exec: true`.
     pub const FILES_AND_EXEC: Capabilities = Capabilities { exec: true };
 }
 

@@ -28,8 +28,9 @@ use crate::tools::{self, ToolOptions};
 mod exec;
 mod search;
 
-/// The environment variables commands inherit by default; every other variable (API keys
-/// included) is removed.
+/// The environment variables commands inherit by default: `PATH`, `HOME`, `USER`,
+/// `LOGNAME`, `SHELL`, `LANG`, `LC_ALL`, `LC_CTYPE`, `TERM`, `TZ` and `TMPDIR`. Every other
+/// variable (API keys included) is removed.
 pub const DEFAULT_ENV_ALLOWLIST: &[&str] = &[
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ",
     "TMPDIR",

@@ -31,11 +31,11 @@ pub const GEMINI_BASE_URL_VAR: &str = "GEMINI_BASE_URL";
 /// The environment variable that overrides the model.
 pub const GEMINI_MODEL_VAR: &str = "GEMINI_MODEL";
 /// How long a `cachedContents` object lives after it is created or refreshed, by default:
-/// one hour (the API's own default when no `ttl` is sent,
+/// 3600 s, one hour (the API's own default when no `ttl` is sent,
 /// <https://ai.google.dev/gemini-api/docs/caching>).
 pub const DEFAULT_CACHE_TTL: Duration = Duration::from_secs(3600);
 /// By default the adapter refreshes a cached content's TTL when less than this is left
-/// (capped at half the TTL): five minutes.
+/// (capped at half the TTL): 300 s, five minutes.
 pub const DEFAULT_CACHE_REFRESH_MARGIN: Duration = Duration::from_secs(300);
 
 /// The smallest prompt, in tokens, that Gemini caches for `model`, implicitly or in a

@@ -25,16 +25,17 @@ pub const DEEPSEEK_DEFAULT_BASE_URL: &str = "https://api.deepseek.com";
 pub const DEEPSEEK_DEFAULT_MODEL: &str = "deepseek-chat";
 /// Retries after the first attempt, by default.
 pub const DEFAULT_MAX_RETRIES: u32 = 2;
-/// The whole-request timeout by default: 10 minutes, because DeepSeek may keep a request
-/// queued that long before inference starts
+/// The whole-request timeout by default: 600 s (10 minutes), because DeepSeek may keep a
+/// request queued that long before inference starts
 /// (<https://api-docs.deepseek.com/quick_start/rate_limit>).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
-/// The connect timeout by default.
+/// The connect timeout by default: 30 s.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-/// The first backoff delay by default; it doubles on each retry.
+/// The first backoff delay by default: 1 s; it doubles on each retry (with jitter) up to
+/// [`MAX_RETRY_DELAY`].
 pub const DEFAULT_RETRY_MIN_DELAY: Duration = Duration::from_secs(1);
-/// The longest single wait between attempts, `retry-after` included (the cap OpenAI's SDKs use).
-/// A provider asking for longer is not retried: its error is returned at once.
+/// The longest single wait between attempts, `retry-after` included: 60 s (the cap OpenAI's
+/// SDKs use). A provider asking for longer is not retried: its error is returned at once.
 pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
 
 /// Body fields the adapter writes itself; [`OpenAiBuilder::body_field`] refuses them.

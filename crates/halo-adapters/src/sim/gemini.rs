@@ -76,7 +76,8 @@ use serde_json::{Map, Value, json};
 use super::{Seen, SimReply, SimServer, TokenMemo, common_prefix, lock, serve, tokens};
 use crate::gemini::min_cacheable_tokens;
 
-/// The `ttl` of a cached content created without one (the API's documented default).
+/// The `ttl` of a cached content created without one: 3600 s, one hour (the API's
+/// documented default, <https://ai.google.dev/gemini-api/docs/caching>).
 pub const DEFAULT_TTL: Duration = Duration::from_secs(3600);
 
 /// The message the API answers a request naming a missing or expired cached content with
