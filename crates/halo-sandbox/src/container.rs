@@ -6,7 +6,9 @@
 //! `openat2(RESOLVE_BENEATH)` on Linux) and refuses absolute paths, `..` above the root and
 //! symbolic links that lead outside it, at open time, whoever made the link and whenever.
 //! Paths arrive already cleaned lexically ([`SandboxPath`]), so the model gets a precise
-//! message for `..` before any IO. The security model is in `docs/sandbox.md`.
+//! message for `..` before any IO. The security model is in [`docs/sandbox.md`].
+//!
+//! [`docs/sandbox.md`]: https://github.com/halo-rs/halo/blob/main/docs/sandbox.md
 
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -52,7 +54,9 @@ pub const DEFAULT_ENV_ALLOWLIST: &[&str] = &[
 /// **exec is not isolated from the machine**: the command runs with the root as its working
 /// folder, a scrubbed environment, stdin closed, a timeout and its own process group, but it
 /// can name any path the process's user can. Run it on machines and folders you would let
-/// the model's author use. See `docs/sandbox.md`.
+/// the model's author use. See [`docs/sandbox.md`].
+///
+/// [`docs/sandbox.md`]: https://github.com/halo-rs/halo/blob/main/docs/sandbox.md
 ///
 /// ```
 /// use halo_core::Sandbox;
