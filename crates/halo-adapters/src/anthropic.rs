@@ -336,7 +336,9 @@ impl ModelAdapter for AnthropicAdapter {
     /// - HTTP 429 → [`ModelError::RateLimited`]; 500, 502, 503, 504, 529 →
     ///   [`ModelError::Server`]; both carry the `retry-after` delay and are retried up to
     ///   `max_retries` times first. Other statuses → [`ModelError::Http`].
-    /// - No HTTP answer (refused, reset, timed out) → [`ModelError::Transport`], retried.
+    /// - No HTTP answer (refused, reset, timed out) → [`ModelError::Transport`] naming the
+    ///   full URL, retried. An error returned after retries says how many were made and
+    ///   over how many milliseconds (`gave up after 2 retries over 3012 ms`).
     /// - A 2xx body that is not a message → [`ModelError::InvalidResponse`]; a 2xx body
     ///   holding an error → the error its `error.type` maps to.
     /// - Content that cannot be sent → [`ModelError::Unsupported`] (see

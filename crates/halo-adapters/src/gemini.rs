@@ -517,7 +517,9 @@ impl ModelAdapter for GeminiAdapter {
     /// - HTTP 429 → [`ModelError::RateLimited`], except a per-day quota →
     ///   [`ModelError::InsufficientBalance`]; 500, 502, 503, 504 → [`ModelError::Server`].
     ///   Both carry the `RetryInfo` delay and are retried up to `max_retries` times first.
-    /// - No HTTP answer (refused, reset, timed out) → [`ModelError::Transport`], retried.
+    /// - No HTTP answer (refused, reset, timed out) → [`ModelError::Transport`] naming the
+    ///   full URL, retried. An error returned after retries says how many were made and
+    ///   over how many milliseconds (`gave up after 2 retries over 3012 ms`).
     /// - A 2xx body that is not a `GenerateContentResponse`, or has no candidate and no
     ///   block reason → [`ModelError::InvalidResponse`].
     ///

@@ -11,6 +11,7 @@
 
 use std::borrow::Cow;
 use std::future::Future;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime};
 
 use backon::{ExponentialBuilder, Retryable};
@@ -111,27 +112,62 @@ pub(crate) fn api_url(base: &str, url: &str) -> Result<reqwest::Url, ConfigError
     Ok(url)
 }
 
-/// A 404's error with what to check appended to its message: the URL path that was not
-/// found (the key redacted, should a gateway carry it there), the base URL and the model
-/// name. The variant the provider's mapping chose is kept.
-fn not_found(error: ModelError, path: &str, secret: Option<&str>) -> ModelError {
-    let hint = |message: String| {
-        redact(
-            format!("{message}; `{path}` was not found: check the base URL and the model name"),
-            secret,
-        )
+/// Refuses a base URL whose path already ends in (part of) the API path the adapter
+/// appends, such as a URL copied whole from an API reference: `http://127.0.0.1:8080/v1/chat/completions`
+/// would be posted to `.../chat/completions/chat/completions`. `find` gets the base URL's
+/// path without its trailing slashes and returns the byte offset where the appended part
+/// begins, or `None` when it is not there. Call it after [`api_url`], which reports a base
+/// URL that does not parse or lacks its scheme.
+///
+/// # Errors
+/// [`ConfigError::InvalidBaseUrl`] naming `base`, the part to drop, and the base URL to
+/// pass instead.
+pub(crate) fn check_api_path(
+    base: &str,
+    find: impl Fn(&str) -> Option<usize>,
+) -> Result<(), ConfigError> {
+    let Ok(mut url) = reqwest::Url::parse(base.trim()) else {
+        return Ok(());
     };
-    match error {
-        ModelError::InvalidRequest { status, message } => ModelError::InvalidRequest {
-            status,
-            message: hint(message),
-        },
-        ModelError::Http { status, message } => ModelError::Http {
-            status,
-            message: hint(message),
-        },
-        other => other,
-    }
+    let path = url.path().trim_end_matches('/').to_string();
+    let Some(at) = find(&path).filter(|&at| path.is_char_boundary(at)) else {
+        return Ok(());
+    };
+    url.set_path(&path[..at]);
+    url.set_query(None);
+    url.set_fragment(None);
+    Err(ConfigError::InvalidBaseUrl {
+        url: base.to_string(),
+        reason: format!(
+            "it ends in `{}`, which the adapter appends itself; drop it and pass `{}`",
+            &path[at..],
+            url.as_str().trim_end_matches('/')
+        ),
+    })
+}
+
+/// What to check, added to the message of a non-2xx answer: for a 404, that `url` (the
+/// full URL, the key redacted should a gateway carry it there) was not found and to check
+/// the base URL and the model name; for another status with an HTML page as its body (a
+/// proxy's or a static server's error page), that `url` answered with HTML rather than the
+/// provider's API. `None` otherwise. The variant the provider's mapping chose is kept.
+fn status_hint(
+    status: u16,
+    body: &[u8],
+    url: &reqwest::Url,
+    secret: Option<&str>,
+) -> Option<String> {
+    let hint = if status == 404 {
+        format!("`{url}` was not found: check the base URL and the model name")
+    } else if is_html(body) {
+        format!(
+            "`{url}` answered with an HTML page, not an API error: check that the base URL \
+             points at the provider's API"
+        )
+    } else {
+        return None;
+    };
+    Some(redact(hint, secret))
 }
 
 /// The most bytes of a provider's error text kept in a [`ModelError`].
@@ -180,6 +216,9 @@ impl Exchange<'_> {
     /// `operation` with the retry policy: retryable errors are tried again up to
     /// `max_retries` times, waiting the provider's delay or an exponential backoff; an
     /// error whose provider delay exceeds [`MAX_RETRY_DELAY`] is returned at once.
+    ///
+    /// An error returned after retries says how many were made and over how long, and a
+    /// retryable error that was not retried for its delay says so ([`retry_note`]).
     pub(crate) async fn with_retries<T, F, Fut>(&self, operation: F) -> Result<T, ModelError>
     where
         F: FnMut() -> Fut,
@@ -190,11 +229,14 @@ impl Exchange<'_> {
             .with_max_delay(MAX_RETRY_DELAY)
             .with_max_times(self.max_retries as usize)
             .with_jitter();
+        let started = tokio::time::Instant::now();
+        let retries = AtomicU32::new(0);
         operation
             .retry(backoff)
             .when(should_retry)
             .adjust(retry_wait)
             .notify(|err, wait| {
+                retries.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
                     provider = %self.provider,
                     error = %err,
@@ -204,10 +246,18 @@ impl Exchange<'_> {
                 );
             })
             .await
+            .map_err(|err| {
+                let made = retries.load(Ordering::Relaxed);
+                match retry_note(&err, made, self.max_retries, started.elapsed()) {
+                    Some(note) => with_note(err, &note),
+                    None => err,
+                }
+            })
     }
 
-    /// Sends `request`. A non-2xx answer is read whole and mapped to its error; a 2xx
-    /// answer is returned with its body unread.
+    /// Sends `request`. A non-2xx answer is read whole and mapped to its error, with what
+    /// to check added for a 404 or an HTML page ([`status_hint`]); a 2xx answer is returned
+    /// with its body unread.
     pub(crate) async fn send(
         &self,
         request: reqwest::RequestBuilder,
@@ -218,7 +268,7 @@ impl Exchange<'_> {
             return Ok(response);
         }
         let headers = response.headers().clone();
-        let path = response.url().path().to_string();
+        let url = response.url().clone();
         let bytes = response.bytes().await.map_err(|e| self.transport(&e))?;
         tracing::debug!(
             provider = %self.provider,
@@ -228,10 +278,9 @@ impl Exchange<'_> {
             self.what
         );
         let error = (self.from_status)(status, &headers, &bytes, self.secret);
-        Err(if status == 404 {
-            not_found(error, &path, self.secret)
-        } else {
-            error
+        Err(match status_hint(status, &bytes, &url, self.secret) {
+            Some(hint) => with_note(error, &hint),
+            None => error,
         })
     }
 
@@ -259,6 +308,90 @@ impl Exchange<'_> {
     /// A transport failure (no HTTP answer) with the key redacted.
     pub(crate) fn transport(&self, err: &reqwest::Error) -> ModelError {
         transport(err, self.timeout, self.secret)
+    }
+}
+
+/// What the retry loop adds to the error it returns: `gave up after 2 retries over 87 ms`
+/// when it retried up to `max_retries` (`after 2 retries over 87 ms` when the last error is
+/// not retryable), and why it stopped when a retryable error's delay was too long to wait
+/// for. `None` for an error returned without retries because it is not retryable or
+/// `max_retries` is 0. `elapsed` is counted from the first attempt, in milliseconds.
+fn retry_note(
+    err: &ModelError,
+    retries: u32,
+    max_retries: u32,
+    elapsed: Duration,
+) -> Option<String> {
+    let made = match retries {
+        1 => "1 retry".to_string(),
+        n => format!("{n} retries"),
+    };
+    let over = elapsed.as_millis();
+    if !err.is_retryable() {
+        return (retries > 0).then(|| format!("after {made} over {over} ms"));
+    }
+    let too_long = format!(
+        "the provider asked to wait longer than the {} s the adapter waits (MAX_RETRY_DELAY)",
+        MAX_RETRY_DELAY.as_secs()
+    );
+    match (retries, retries < max_retries) {
+        (0, false) => None,
+        (0, true) => Some(format!("not retried: {too_long}")),
+        (_, false) => Some(format!("gave up after {made} over {over} ms")),
+        (_, true) => Some(format!("gave up after {made} over {over} ms: {too_long}")),
+    }
+}
+
+/// `err` with `note` added to its message as a clause of its own, before the closing advice
+/// of a transport failure so that the advice stays last.
+fn with_note(err: ModelError, note: &str) -> ModelError {
+    let add = |message: String| {
+        for advice in [CONNECT_ADVICE, TIMEOUT_ADVICE] {
+            if let Some(head) = message.strip_suffix(advice) {
+                return format!("{head}{note}; {advice}");
+            }
+        }
+        format!("{message}; {note}")
+    };
+    match err {
+        ModelError::Transport(m) => ModelError::Transport(add(m)),
+        ModelError::Truncated(m) => ModelError::Truncated(add(m)),
+        ModelError::InvalidResponse(m) => ModelError::InvalidResponse(add(m)),
+        ModelError::Unsupported(m) => ModelError::Unsupported(add(m)),
+        ModelError::Other(m) => ModelError::Other(add(m)),
+        ModelError::InvalidRequest { status, message } => ModelError::InvalidRequest {
+            status,
+            message: add(message),
+        },
+        ModelError::Authentication { status, message } => ModelError::Authentication {
+            status,
+            message: add(message),
+        },
+        ModelError::InsufficientBalance { status, message } => ModelError::InsufficientBalance {
+            status,
+            message: add(message),
+        },
+        ModelError::RateLimited {
+            retry_after,
+            message,
+        } => ModelError::RateLimited {
+            retry_after,
+            message: add(message),
+        },
+        ModelError::Server {
+            status,
+            retry_after,
+            message,
+        } => ModelError::Server {
+            status,
+            retry_after,
+            message: add(message),
+        },
+        ModelError::Http { status, message } => ModelError::Http {
+            status,
+            message: add(message),
+        },
+        other => other,
     }
 }
 
@@ -291,25 +424,76 @@ where
     }
 }
 
-/// The start of a body as text (invalid UTF-8 replaced), at most [`MAX_EXCERPT_BYTES`]
-/// plus a closing `…` when cut.
+/// A body as one line of text (invalid UTF-8 replaced, every run of whitespace, newlines
+/// included, made one space), at most [`MAX_EXCERPT_BYTES`] plus a closing `…` when cut.
+/// An HTML page (a proxy's or a static server's error page) is reduced to its text first
+/// ([`html_text`]), so that what it says fits in the excerpt rather than its markup.
 pub(crate) fn body_excerpt(body: &[u8]) -> String {
-    let cut = body.len() > MAX_EXCERPT_BYTES;
-    let mut head = &body[..body.len().min(MAX_EXCERPT_BYTES)];
-    // A multi-byte character split by the cut is dropped rather than replaced.
-    if let Err(e) = std::str::from_utf8(head)
-        && e.error_len().is_none()
-    {
-        head = &head[..e.valid_up_to()];
-    }
-    let mut out = truncate(String::from_utf8_lossy(head).trim());
-    if out.is_empty() {
+    let text = String::from_utf8_lossy(body);
+    let line = if is_html(body) {
+        html_text(&text)
+    } else {
+        one_line(&text)
+    };
+    if line.is_empty() {
         return "(empty body)".to_string();
     }
-    if cut && !out.ends_with('…') {
-        out.push('…');
+    truncate(&line)
+}
+
+/// `text` with every run of whitespace made one space, and trimmed.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Whether `body` is an HTML page: it starts (after whitespace) with `<` and its first
+/// KiB has an `<html`, `<head`, `<body` or `<title` tag, in any case.
+pub(crate) fn is_html(body: &[u8]) -> bool {
+    let start = body.trim_ascii_start();
+    let head = start[..start.len().min(1024)].to_ascii_lowercase();
+    start.starts_with(b"<")
+        && [&b"<html"[..], b"<head", b"<body", b"<title"]
+            .iter()
+            .any(|tag| head.windows(tag.len()).any(|w| w == *tag))
+}
+
+/// The text of an HTML page on one line: tags and comments removed, the contents of
+/// `<script>` and `<style>` dropped, whitespace runs made one space. Character references
+/// (`&amp;`) are left as they are.
+fn html_text(html: &str) -> String {
+    // ASCII lowercasing keeps every byte offset, so `lower` indexes `html` too.
+    let lower = html.to_ascii_lowercase();
+    let mut text = String::with_capacity(html.len() / 2);
+    let mut at = 0;
+    while let Some(lt) = lower[at..].find('<').map(|i| at + i) {
+        text.push_str(&html[at..lt]);
+        text.push(' ');
+        let (end, skip_to) = if lower[lt..].starts_with("<!--") {
+            (lower[lt..].find("-->").map(|i| lt + i + 3), None)
+        } else {
+            let name: String = lower[lt + 1..]
+                .chars()
+                .take_while(char::is_ascii_alphanumeric)
+                .collect();
+            let close = matches!(name.as_str(), "script" | "style").then(|| format!("</{name}"));
+            (lower[lt..].find('>').map(|i| lt + i + 1), close)
+        };
+        let Some(mut end) = end else {
+            at = html.len();
+            break;
+        };
+        if let Some(close) = skip_to {
+            end = match lower[end..].find(&close) {
+                Some(i) => lower[end + i..]
+                    .find('>')
+                    .map_or(html.len(), |j| end + i + j + 1),
+                None => html.len(),
+            };
+        }
+        at = end;
     }
-    out
+    text.push_str(&html[at..]);
+    one_line(&text)
 }
 
 /// `s` cut to at most [`MAX_EXCERPT_BYTES`] on a char boundary, with `…` when cut.
@@ -387,33 +571,67 @@ pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
     at.duration_since(now).ok().filter(|d| !d.is_zero())
 }
 
-/// A transport failure (no HTTP answer) as [`ModelError::Transport`], with the error's
-/// source chain and the key redacted.
+/// The advice that ends the message of a failed connection.
+const CONNECT_ADVICE: &str = "check the base URL and that the server there is running";
+
+/// The advice that ends the message of a timed-out request.
+const TIMEOUT_ADVICE: &str = "raise the adapter's timeout or retry later";
+
+/// A transport failure (no HTTP answer) as [`ModelError::Transport`], naming the full URL,
+/// with the error's source chain and the key redacted:
+/// - refused, unreachable, DNS or TLS failure: `cannot connect to
+///   http://127.0.0.1:9/v1/chat/completions: tcp connect error: Connection refused (os
+///   error 111); check the base URL and that the server there is running` (the retry loop
+///   adds how many retries it made over how long before the advice);
+/// - the connect timeout: `cannot connect to {url}: the connect timeout expired; {advice}`;
+/// - the whole-request `timeout` (in the message as milliseconds): `the request to {url}
+///   timed out after 600000 ms; raise the adapter's timeout or retry later`;
+/// - anything else: reqwest's message (`error sending request for url (...)`) and its
+///   sources.
 pub(crate) fn transport(
     err: &reqwest::Error,
     timeout: Duration,
     secret: Option<&str>,
 ) -> ModelError {
-    if err.is_timeout() {
-        return ModelError::Transport(format!(
-            "the request timed out after {} ms; raise the adapter's timeout or retry later",
+    let url = err
+        .url()
+        .map_or_else(|| "the base URL".to_string(), ToString::to_string);
+    let text = if err.is_connect() && err.is_timeout() {
+        format!("cannot connect to {url}: the connect timeout expired; {CONNECT_ADVICE}")
+    } else if err.is_timeout() {
+        format!(
+            "the request to {url} timed out after {} ms; {TIMEOUT_ADVICE}",
             timeout.as_millis()
-        ));
-    }
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(err);
+        )
+    } else if err.is_connect() {
+        // The first source is hyper's `client error (Connect)`, which says no more than
+        // "cannot connect"; what failed (`tcp connect error`, `dns error`) comes after it.
+        let first = std::error::Error::source(err);
+        let causes = source_chain(first.and_then(|s| s.source()).or(first), String::new());
+        format!("cannot connect to {url}: {causes}; {CONNECT_ADVICE}")
+    } else {
+        source_chain(std::error::Error::source(err), err.to_string())
+    };
+    ModelError::Transport(redact(text, secret))
+}
+
+/// `text` followed by each error of the chain from `source` that it does not already
+/// contain, joined by `: `.
+fn source_chain(
+    mut source: Option<&(dyn std::error::Error + 'static)>,
+    mut text: String,
+) -> String {
     while let Some(s) = source {
         let part = s.to_string();
         if !text.contains(&part) {
-            text.push_str(": ");
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
             text.push_str(&part);
         }
         source = s.source();
     }
-    if err.is_connect() {
-        text.push_str("; check the base URL and that the server there is running");
-    }
-    ModelError::Transport(redact(text, secret))
+    text
 }
 
 #[cfg(test)]
@@ -467,6 +685,71 @@ mod tests {
     }
 
     #[test]
+    fn the_retry_note_says_how_many_retries_over_how_long_and_why_it_stopped() {
+        let ms = Duration::from_millis(87);
+        let server = ModelError::Server {
+            status: 503,
+            retry_after: None,
+            message: "overloaded".into(),
+        };
+        let bad = ModelError::InvalidRequest {
+            status: 400,
+            message: "bad".into(),
+        };
+        let too_long = "the provider asked to wait longer than the 60 s the adapter waits \
+                        (MAX_RETRY_DELAY)";
+        assert_eq!(retry_note(&server, 0, 0, ms), None, "max_retries is 0");
+        assert_eq!(retry_note(&bad, 0, 2, ms), None, "not retryable");
+        assert_eq!(
+            retry_note(&server, 2, 2, ms).unwrap(),
+            "gave up after 2 retries over 87 ms"
+        );
+        assert_eq!(
+            retry_note(&bad, 1, 2, ms).unwrap(),
+            "after 1 retry over 87 ms"
+        );
+        assert_eq!(
+            retry_note(&server, 0, 2, ms).unwrap(),
+            format!("not retried: {too_long}")
+        );
+        assert_eq!(
+            retry_note(&server, 1, 3, ms).unwrap(),
+            format!("gave up after 1 retry over 87 ms: {too_long}")
+        );
+    }
+
+    #[test]
+    fn the_retry_note_goes_before_a_transport_advice() {
+        let note = "gave up after 2 retries over 87 ms";
+        let refused =
+            ModelError::Transport(format!("cannot connect to u: refused; {CONNECT_ADVICE}"));
+        assert_eq!(
+            with_note(refused, note),
+            ModelError::Transport(format!(
+                "cannot connect to u: refused; {note}; {CONNECT_ADVICE}"
+            ))
+        );
+        let late = ModelError::Transport(format!("timed out; {TIMEOUT_ADVICE}"));
+        assert_eq!(
+            with_note(late, note),
+            ModelError::Transport(format!("timed out; {note}; {TIMEOUT_ADVICE}"))
+        );
+        let server = ModelError::Server {
+            status: 503,
+            retry_after: Some(Duration::from_secs(1)),
+            message: "overloaded".into(),
+        };
+        assert_eq!(
+            with_note(server, note),
+            ModelError::Server {
+                status: 503,
+                retry_after: Some(Duration::from_secs(1)),
+                message: format!("overloaded; {note}"),
+            }
+        );
+    }
+
+    #[test]
     fn retry_wait_prefers_the_provider_delay_capped_at_a_minute() {
         let limited = |secs| ModelError::RateLimited {
             retry_after: Some(Duration::from_secs(secs)),
@@ -507,10 +790,60 @@ mod tests {
         let cut = truncate(&long);
         assert!(cut.ends_with('…'));
         assert_eq!(cut.trim_end_matches('…').len(), MAX_EXCERPT_BYTES);
-        let body = format!("<html>{}</html>", "x".repeat(2000));
+        let body = format!("{{\"detail\": \"{}\"}}", "x".repeat(2000));
         let ex = body_excerpt(body.as_bytes());
-        assert!(ex.starts_with("<html>xxx") && ex.ends_with('…'), "{ex}");
-        assert!(ex.len() <= MAX_EXCERPT_BYTES + '…'.len_utf8());
+        assert!(
+            ex.starts_with("{\"detail\": \"xxx") && ex.ends_with('…'),
+            "{ex}"
+        );
+        assert_eq!(ex.len(), MAX_EXCERPT_BYTES + '…'.len_utf8());
+        // A multi-byte character at the cut is dropped whole, not split.
+        let body = format!("{}é", "x".repeat(MAX_EXCERPT_BYTES - 1));
+        assert_eq!(
+            body_excerpt(body.as_bytes()),
+            format!("{}…", "x".repeat(MAX_EXCERPT_BYTES - 1))
+        );
         assert_eq!(body_excerpt(b"  "), "(empty body)");
+        assert_eq!(body_excerpt(b"\xff ok"), "\u{fffd} ok");
+    }
+
+    #[test]
+    fn an_excerpt_is_one_line() {
+        // Trigger: a multi-line error body printed across several lines of the message.
+        assert_eq!(
+            body_excerpt(b"upstream\r\n  failed:\n\n\ttry later\n"),
+            "upstream failed: try later"
+        );
+    }
+
+    #[test]
+    fn an_html_page_becomes_its_text_on_one_line() {
+        // Trigger: nginx's 404 page and Python http.server's 501 page, markup and all.
+        let nginx = b"<html>\r\n<head><title>404 Not Found</title></head>\r\n<body>\r\n\
+            <center><h1>404 Not Found</h1></center>\r\n<hr><center>nginx/1.24.0</center>\r\n\
+            </body>\r\n</html>\r\n";
+        assert!(is_html(nginx));
+        assert_eq!(
+            body_excerpt(nginx),
+            "404 Not Found 404 Not Found nginx/1.24.0"
+        );
+        let python = b"<!DOCTYPE HTML>\n<html lang=\"en\">\n    <head>\n        \
+            <meta charset=\"utf-8\">\n        <title>Error response</title>\n    </head>\n    \
+            <body>\n        <h1>Error response</h1>\n        <p>Error code: 501</p>\n        \
+            <p>Message: Unsupported method ('POST').</p>\n    </body>\n</html>\n";
+        assert_eq!(
+            body_excerpt(python),
+            "Error response Error response Error code: 501 Message: Unsupported method ('POST')."
+        );
+        // Scripts, styles and comments are dropped; an unclosed tag ends the text.
+        let page = b"<HTML><HEAD><STYLE>body { color: red }</STYLE><script src=x>var a = '<p>';\
+            </script></HEAD><!-- a <b>comment</b> --><BODY>Bad <b>gateway</b><br";
+        assert_eq!(body_excerpt(page), "Bad gateway");
+        // JSON, XML and plain text are not HTML.
+        assert!(!is_html(br#"{"error": "<html>"}"#));
+        assert!(!is_html(
+            b"<?xml version=\"1.0\"?><Error><Code>NoSuchKey</Code></Error>"
+        ));
+        assert!(!is_html(b"Not Found"));
     }
 }

@@ -405,7 +405,9 @@ impl ModelAdapter for OpenAiCompatible {
     /// - HTTP 429 → [`ModelError::RateLimited`]; 500, 502, 503, 504, 529 →
     ///   [`ModelError::Server`]; both carry the `retry-after-ms` / `retry-after` delay and
     ///   are retried up to `max_retries` times first. Other statuses → [`ModelError::Http`].
-    /// - No HTTP answer (refused, reset, timed out) → [`ModelError::Transport`], retried.
+    /// - No HTTP answer (refused, reset, timed out) → [`ModelError::Transport`] naming the
+    ///   full URL, retried. An error returned after retries says how many were made and
+    ///   over how many milliseconds (`gave up after 2 retries over 3012 ms`).
     /// - A 2xx body that is not a chat completion → [`ModelError::InvalidResponse`].
     /// - Content the profile cannot send → [`ModelError::Unsupported`].
     ///

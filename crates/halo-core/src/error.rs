@@ -101,3 +101,31 @@ pub enum HaloError {
     #[error(transparent)]
     Session(#[from] SessionError),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The error and its `source()` chain joined by `: `, as anyhow's `{:#}` prints it.
+    fn report(err: &dyn std::error::Error) -> String {
+        let mut text = err.to_string();
+        let mut source = err.source();
+        while let Some(s) = source {
+            text.push_str(": ");
+            text.push_str(&s.to_string());
+            source = s.source();
+        }
+        text
+    }
+
+    #[test]
+    fn a_wrapped_error_is_printed_once_in_a_source_chain() {
+        let model = HaloError::from(ModelError::Transport("connection reset".into()));
+        assert_eq!(report(&model), "transport error: connection reset");
+        let prefix = HaloError::from(PrefixError::DuplicateTool("add".into()));
+        assert_eq!(
+            report(&prefix),
+            "tool `add` is already in the prefix; tool names must be unique"
+        );
+    }
+}

@@ -221,9 +221,9 @@ pub struct Capabilities {
 }
 
 impl Capabilities {
-    /// A sandbox of files only.
+    /// A sandbox of files only: `exec: false`.
     pub const FILES_ONLY: Capabilities = Capabilities { exec: false };
-    /// A sandbox of files and commands.
+    /// A sandbox of files and commands: `exec: true`.
     pub const FILES_AND_EXEC: Capabilities = Capabilities { exec: true };
 }
 
@@ -326,16 +326,21 @@ pub struct ExecOutput {
 
 /// Why a sandbox operation failed. Messages are written for the model that called the tool:
 /// they say what went wrong and what to do instead.
+///
+/// The variants that wrap an [`io::Error`] (`Root`, `Spawn`, `Io`) show it in their message
+/// and keep it in their `error` field, but do not return it from
+/// [`source`](std::error::Error::source): the model sees only the message, and a report
+/// that walks the source chain (anyhow's `{:#}`) prints the cause once, not twice.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SandboxError {
     /// The sandbox could not be opened (a missing or unreadable root folder).
-    #[error("sandbox root `{root}` cannot be opened: {source}")]
+    #[error("sandbox root `{root}` cannot be opened: {error}")]
     Root {
         /// The root as given.
         root: String,
-        /// The underlying error.
-        source: io::Error,
+        /// The underlying error (shown in the message, not returned as the source).
+        error: io::Error,
     },
     /// The sandbox root is not a directory.
     #[error("sandbox root `{root}` is not a directory")]
@@ -415,20 +420,20 @@ pub enum SandboxError {
         sandbox: &'static str,
     },
     /// A command could not be started.
-    #[error("cannot start the command: {source}")]
+    #[error("cannot start the command: {error}")]
     Spawn {
-        /// The underlying error.
-        source: io::Error,
+        /// The underlying error (shown in the message, not returned as the source).
+        error: io::Error,
     },
     /// Any other IO failure.
-    #[error("cannot {op} `{path}`: {source}")]
+    #[error("cannot {op} `{path}`: {error}")]
     Io {
         /// What was being done (`read`, `write`, `list`...).
         op: &'static str,
         /// The path.
         path: String,
-        /// The underlying error.
-        source: io::Error,
+        /// The underlying error (shown in the message, not returned as the source).
+        error: io::Error,
     },
 }
 
@@ -615,6 +620,49 @@ pub type SharedSandbox = std::sync::Arc<dyn DynSandbox>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The error and its `source()` chain joined by `: `, as anyhow's `{:#}` prints it.
+    fn report(err: &dyn std::error::Error) -> String {
+        let mut text = err.to_string();
+        let mut source = err.source();
+        while let Some(s) = source {
+            text.push_str(": ");
+            text.push_str(&s.to_string());
+            source = s.source();
+        }
+        text
+    }
+
+    #[test]
+    fn an_io_cause_is_printed_once_in_a_source_chain() {
+        // Trigger: `{:#}` of a missing root printed "No such file or directory" twice.
+        let cause = || io::Error::from(io::ErrorKind::NotFound);
+        let errors = [
+            (
+                SandboxError::Root {
+                    root: "/nope".into(),
+                    error: cause(),
+                },
+                "sandbox root `/nope` cannot be opened: entity not found",
+            ),
+            (
+                SandboxError::Spawn { error: cause() },
+                "cannot start the command: entity not found",
+            ),
+            (
+                SandboxError::Io {
+                    op: "read",
+                    path: "a.txt".into(),
+                    error: cause(),
+                },
+                "cannot read `a.txt`: entity not found",
+            ),
+        ];
+        for (err, want) in errors {
+            assert_eq!(report(&err), want);
+            assert!(std::error::Error::source(&err).is_none(), "{err:?}");
+        }
+    }
 
     #[test]
     fn paths_are_cleaned_lexically_and_never_leave_the_root() {

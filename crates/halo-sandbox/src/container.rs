@@ -6,7 +6,9 @@
 //! `openat2(RESOLVE_BENEATH)` on Linux) and refuses absolute paths, `..` above the root and
 //! symbolic links that lead outside it, at open time, whoever made the link and whenever.
 //! Paths arrive already cleaned lexically ([`SandboxPath`]), so the model gets a precise
-//! message for `..` before any IO. The security model is in `docs/sandbox.md`.
+//! message for `..` before any IO. The security model is in [`docs/sandbox.md`].
+//!
+//! [`docs/sandbox.md`]: https://github.com/halo-rs/halo/blob/main/docs/sandbox.md
 
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -28,8 +30,9 @@ use crate::tools::{self, ToolOptions};
 mod exec;
 mod search;
 
-/// The environment variables commands inherit by default; every other variable (API keys
-/// included) is removed.
+/// The environment variables commands inherit by default: `PATH`, `HOME`, `USER`,
+/// `LOGNAME`, `SHELL`, `LANG`, `LC_ALL`, `LC_CTYPE`, `TERM`, `TZ` and `TMPDIR`. Every other
+/// variable (API keys included) is removed.
 pub const DEFAULT_ENV_ALLOWLIST: &[&str] = &[
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ",
     "TMPDIR",
@@ -51,7 +54,9 @@ pub const DEFAULT_ENV_ALLOWLIST: &[&str] = &[
 /// **exec is not isolated from the machine**: the command runs with the root as its working
 /// folder, a scrubbed environment, stdin closed, a timeout and its own process group, but it
 /// can name any path the process's user can. Run it on machines and folders you would let
-/// the model's author use. See `docs/sandbox.md`.
+/// the model's author use. See [`docs/sandbox.md`].
+///
+/// [`docs/sandbox.md`]: https://github.com/halo-rs/halo/blob/main/docs/sandbox.md
 ///
 /// ```
 /// use halo_core::Sandbox;
@@ -110,9 +115,9 @@ impl ContainerSandbox {
     /// [`SandboxError::RootNotDirectory`] when it is not a directory.
     pub fn new(root: impl AsRef<Path>) -> Result<Self, SandboxError> {
         let given = root.as_ref();
-        let root_err = |source| SandboxError::Root {
+        let root_err = |error| SandboxError::Root {
             root: given.display().to_string(),
-            source,
+            error,
         };
         let meta = std::fs::metadata(given).map_err(root_err)?;
         if !meta.is_dir() {
@@ -246,7 +251,7 @@ impl ContainerSandbox {
                 Err(e) => Err(SandboxError::Io {
                     op: "finish",
                     path: ".".into(),
-                    source: io::Error::other(e),
+                    error: io::Error::other(e),
                 }),
             },
             Err(_) => f(&inner),
@@ -346,7 +351,7 @@ pub(crate) fn link_loop(op: &'static str, path: String) -> SandboxError {
     SandboxError::Io {
         op,
         path,
-        source: io::Error::other(LINK_LOOP),
+        error: io::Error::other(LINK_LOOP),
     }
 }
 
@@ -380,11 +385,7 @@ pub(crate) fn io_error(path: &SandboxPath, op: &'static str, e: io::Error) -> Sa
         io::ErrorKind::IsADirectory => SandboxError::IsDirectory { path },
         io::ErrorKind::NotADirectory => SandboxError::NotDirectory { path },
         io::ErrorKind::DirectoryNotEmpty => SandboxError::DirectoryNotEmpty { path },
-        _ => SandboxError::Io {
-            op,
-            path,
-            source: e,
-        },
+        _ => SandboxError::Io { op, path, error: e },
     }
 }
 

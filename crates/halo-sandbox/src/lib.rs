@@ -26,7 +26,9 @@
 //! patterns become error tool results the model reads ([`SandboxError`] messages); a failing
 //! or timed-out command is reported as data. Every result is bounded (see
 //! [`DEFAULT_OUTPUT_LIMIT`] and [`NOTES_MARGIN`]). The security model — what is confined and what is not — is in
-//! `docs/sandbox.md`.
+//! [`docs/sandbox.md`].
+//!
+//! [`docs/sandbox.md`]: https://github.com/halo-rs/halo/blob/main/docs/sandbox.md
 //!
 //! The tools' names, descriptions and JSON Schemas depend only on the [`ToolOptions`] and
 //! on whether the sandbox runs commands, never on where the root is or when it runs: they

@@ -472,7 +472,7 @@ impl Errno {
         let io = |kind, message: &str| SandboxError::Io {
             op,
             path: path.clone(),
-            source: io::Error::new(kind, message),
+            error: io::Error::new(kind, message),
         };
         match self {
             Errno::NoEnt => SandboxError::NotFound { path },

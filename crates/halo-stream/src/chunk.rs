@@ -3,7 +3,9 @@
 //!
 //! Field names and values follow `uiMessageChunkSchema` of the `ai` npm package
 //! (`src/ui-message-stream/ui-message-chunks.ts`, checked against `ai` 7.0.173); the frame
-//! format follows its `JsonToSseTransformStream`. See `docs/stream-protocol.md`.
+//! format follows its `JsonToSseTransformStream`. See [`docs/stream-protocol.md`].
+//!
+//! [`docs/stream-protocol.md`]: https://github.com/halo-rs/halo/blob/main/docs/stream-protocol.md
 
 use bytes::Bytes;
 use serde::Serialize;

@@ -1,6 +1,6 @@
 //! From [`AgentEvent`]s to [`UiMessageChunk`]s and SSE bytes.
 //!
-//! The mapping, per agent step (see `docs/stream-protocol.md` for a full transcript):
+//! The mapping, per agent step (see [`docs/stream-protocol.md`] for a full transcript):
 //!
 //! | agent event | parts |
 //! | --- | --- |
@@ -26,6 +26,8 @@
 //! a transient data part: telemetry for the chat's `onData` callback, not content, so it is
 //! never stored in the message's parts (nor sent back to the server with the next request).
 //! Its shape is in the docs of [`CACHE_BUST_PART`].
+//!
+//! [`docs/stream-protocol.md`]: https://github.com/halo-rs/halo/blob/main/docs/stream-protocol.md
 
 use std::collections::HashSet;
 use std::fmt;
@@ -398,7 +400,9 @@ where
 /// (an `Err` item, or events that stop before [`AgentEvent::Finish`]) ends with an `error`
 /// part whose text is [`DEFAULT_ERROR_TEXT`], a `finish` part with `"finishReason":"error"`,
 /// and `[DONE]`. Protocol source: the `ai` npm package, `uiMessageChunkSchema` and
-/// `JsonToSseTransformStream`; the frames are listed in `docs/stream-protocol.md`.
+/// `JsonToSseTransformStream`; the frames are listed in [`docs/stream-protocol.md`].
+///
+/// [`docs/stream-protocol.md`]: https://github.com/halo-rs/halo/blob/main/docs/stream-protocol.md
 ///
 /// ```
 /// use futures::StreamExt;

@@ -17,8 +17,10 @@
 //!   ([`StreamOptions::with_halo_data`] turns them off).
 //!
 //! The frames, the mapping from agent events and a full transcript of a tool-using run are
-//! in `docs/stream-protocol.md`. The output is checked by the `ai` package itself
+//! in [`docs/stream-protocol.md`]. The output is checked by the `ai` package itself
 //! (`cargo xtask interop`), and `examples/web-chat` serves it to a browser.
+//!
+//! [`docs/stream-protocol.md`]: https://github.com/halo-rs/halo/blob/main/docs/stream-protocol.md
 //!
 //! ```
 //! use futures::StreamExt;

@@ -139,6 +139,7 @@ impl AnthropicBuilder {
 
     /// The base URL (proxies, gateways, test fakes); `/v1/messages` is appended, or only
     /// `/messages` when the URL already ends in `/v1`. Default [`ANTHROPIC_DEFAULT_BASE_URL`].
+    /// A base URL that already ends in `/v1/messages` is refused at [`build`](Self::build).
     pub fn base_url(mut self, url: impl Into<String>) -> Self {
         self.base_url = url.into();
         self
@@ -322,6 +323,10 @@ impl AnthropicBuilder {
 }
 
 /// `{base}/v1/messages` (or `{base}/messages` when the base already ends in `/v1`).
+///
+/// # Errors
+/// [`ConfigError::InvalidBaseUrl`] for a base URL [`http::api_url`] refuses, or one that
+/// already ends in `/v1/messages`.
 fn endpoint(base: &str) -> Result<reqwest::Url, ConfigError> {
     let trimmed = base.trim().trim_end_matches('/');
     let joined = if trimmed.ends_with("/v1") {
@@ -329,7 +334,9 @@ fn endpoint(base: &str) -> Result<reqwest::Url, ConfigError> {
     } else {
         format!("{trimmed}/v1/messages")
     };
-    http::api_url(base, &joined)
+    let url = http::api_url(base, &joined)?;
+    http::check_api_path(base, |path| path.strip_suffix("/v1/messages").map(str::len))?;
+    Ok(url)
 }
 
 #[cfg(test)]

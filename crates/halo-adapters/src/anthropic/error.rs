@@ -17,7 +17,7 @@ use crate::openai::error::error_value_message;
 /// Maps a non-2xx answer to a typed error.
 ///
 /// - 400 `invalid_request_error`, 404 `not_found_error` (an unknown model or a wrong base
-///   URL; the adapter adds the path and what to check to the message), 413
+///   URL; the adapter adds the full URL and what to check to the message), 413
 ///   `request_too_large` → [`ModelError::InvalidRequest`] with that status: the request
 ///   itself must change.
 /// - 401 `authentication_error`, 403 `permission_error` → [`ModelError::Authentication`].
@@ -27,8 +27,8 @@ use crate::openai::error::error_value_message;
 ///   [`ModelError::Server`] (retryable) with the `retry-after` delay.
 /// - anything else (409 `conflict_error`, …) → [`ModelError::Http`].
 ///
-/// The message is the body's `error.message` with its `error.type`, or the start of the
-/// body, at most [`MAX_EXCERPT_BYTES`](crate::openai::MAX_EXCERPT_BYTES), with `secret`
+/// The message is the body's `error.message` with its `error.type`, or a one-line excerpt
+/// of the body (an HTML page's text), at most [`MAX_EXCERPT_BYTES`](crate::openai::MAX_EXCERPT_BYTES), with `secret`
 /// replaced by `[redacted]` before anything is cut.
 pub(crate) fn from_status(
     status: u16,
@@ -124,7 +124,7 @@ mod tests {
         let e = from_status(529, &HeaderMap::new(), b"<html>busy</html>", None);
         assert!(e.is_retryable());
         assert_eq!(e.status(), Some(529));
-        assert!(e.to_string().contains("<html>busy</html>"), "{e}");
+        assert_eq!(e.to_string(), "provider error (HTTP 529): busy");
         let e = from_status(402, &HeaderMap::new(), b"{}", None);
         assert!(matches!(e, ModelError::InsufficientBalance { .. }));
         assert!(matches!(

@@ -31,11 +31,11 @@ pub const GEMINI_BASE_URL_VAR: &str = "GEMINI_BASE_URL";
 /// The environment variable that overrides the model.
 pub const GEMINI_MODEL_VAR: &str = "GEMINI_MODEL";
 /// How long a `cachedContents` object lives after it is created or refreshed, by default:
-/// one hour (the API's own default when no `ttl` is sent,
+/// 3600 s, one hour (the API's own default when no `ttl` is sent,
 /// <https://ai.google.dev/gemini-api/docs/caching>).
 pub const DEFAULT_CACHE_TTL: Duration = Duration::from_secs(3600);
 /// By default the adapter refreshes a cached content's TTL when less than this is left
-/// (capped at half the TTL): five minutes.
+/// (capped at half the TTL): 300 s, five minutes.
 pub const DEFAULT_CACHE_REFRESH_MARGIN: Duration = Duration::from_secs(300);
 
 /// The smallest prompt, in tokens, that Gemini caches for `model`, implicitly or in a
@@ -164,7 +164,9 @@ impl GeminiBuilder {
 
     /// The base URL requests go to (proxies, gateways, test fakes); `/v1beta/...` is
     /// appended unless the URL already ends in `/v1beta`. Default
-    /// [`GEMINI_DEFAULT_BASE_URL`].
+    /// [`GEMINI_DEFAULT_BASE_URL`]. A base URL that already has the `/models/...` part (the
+    /// adapter appends `/models/{model}:generateContent` for the [`model`](Self::model)) is
+    /// refused at [`build`](Self::build).
     pub fn base_url(mut self, url: impl Into<String>) -> Self {
         self.base_url = url.into();
         self
@@ -381,6 +383,11 @@ impl Endpoints {
             format!("{trimmed}/v1beta")
         };
         let api_url = http::api_url(base, &api)?;
+        // A URL copied from the API reference names the model and the method itself.
+        http::check_api_path(base, |path| {
+            path.rfind("/models/")
+                .or_else(|| path.strip_suffix("/models").map(str::len))
+        })?;
         let at = |last: &str| {
             let mut url = api_url.clone();
             if let Ok(mut segments) = url.path_segments_mut() {

@@ -23,15 +23,15 @@ use crate::http::{body_excerpt, redact, redact_body, retry_after, truncate};
 /// - 400 → [`ModelError::InvalidRequest`], except a bad key (400 `INVALID_ARGUMENT` with
 ///   a `details[].reason` of `API_KEY_INVALID`) → [`ModelError::Authentication`] saying to
 ///   check `GEMINI_API_KEY`; 401, 403 → [`ModelError::Authentication`]; 404 and other
-///   statuses → [`ModelError::Http`] (the adapter adds the path to a 404's message).
+///   statuses → [`ModelError::Http`] (the adapter adds the full URL to a 404's message).
 /// - 429 → [`ModelError::RateLimited`], except a per-day quota (a `QuotaFailure` whose
 ///   `quotaId` names `PerDay`, which does not reset for hours) →
 ///   [`ModelError::InsufficientBalance`], so it is not retried.
 /// - 500, 502, 503, 504 → [`ModelError::Server`] (retryable).
 ///
 /// The retry delay is `RetryInfo.retryDelay`, else a `retry-after` header, else the
-/// "retry in Ns" of the message. The message is `error.message` with its `status` (or the
-/// start of the body), at most [`MAX_EXCERPT_BYTES`](crate::openai::MAX_EXCERPT_BYTES),
+/// "retry in Ns" of the message. The message is `error.message` with its `status` (or a
+/// one-line excerpt of the body, an HTML page's text), at most [`MAX_EXCERPT_BYTES`](crate::openai::MAX_EXCERPT_BYTES),
 /// with `secret` replaced by `[redacted]` before anything is cut.
 pub(crate) fn from_status(
     status: u16,
@@ -345,7 +345,7 @@ mod tests {
             e,
             ModelError::Http {
                 status: 404,
-                message: "<html>Not Found</html>".into()
+                message: "Not Found".into()
             }
         );
         let b = body(

@@ -25,16 +25,17 @@ pub const DEEPSEEK_DEFAULT_BASE_URL: &str = "https://api.deepseek.com";
 pub const DEEPSEEK_DEFAULT_MODEL: &str = "deepseek-chat";
 /// Retries after the first attempt, by default.
 pub const DEFAULT_MAX_RETRIES: u32 = 2;
-/// The whole-request timeout by default: 10 minutes, because DeepSeek may keep a request
-/// queued that long before inference starts
+/// The whole-request timeout by default: 600 s (10 minutes), because DeepSeek may keep a
+/// request queued that long before inference starts
 /// (<https://api-docs.deepseek.com/quick_start/rate_limit>).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
-/// The connect timeout by default.
+/// The connect timeout by default: 30 s.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-/// The first backoff delay by default; it doubles on each retry.
+/// The first backoff delay by default: 1 s; it doubles on each retry (with jitter) up to
+/// [`MAX_RETRY_DELAY`].
 pub const DEFAULT_RETRY_MIN_DELAY: Duration = Duration::from_secs(1);
-/// The longest single wait between attempts, `retry-after` included (the cap OpenAI's SDKs use).
-/// A provider asking for longer is not retried: its error is returned at once.
+/// The longest single wait between attempts, `retry-after` included: 60 s (the cap OpenAI's
+/// SDKs use). A provider asking for longer is not retried: its error is returned at once.
 pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
 
 /// Body fields the adapter writes itself; [`OpenAiBuilder::body_field`] refuses them.
@@ -266,6 +267,8 @@ impl OpenAiBuilder {
 
     /// The base URL requests go to; `/chat/completions` is appended (so give
     /// `http://127.0.0.1:8080/v1` for llama.cpp, `http://127.0.0.1:11434/v1` for Ollama).
+    /// A base URL that already ends in `/chat/completions` is refused at
+    /// [`build`](Self::build).
     pub fn base_url(mut self, url: impl Into<String>) -> Self {
         self.base_url = Some(url.into());
         self
@@ -456,9 +459,17 @@ impl OpenAiBuilder {
 }
 
 /// `{base}/chat/completions`, with one slash between.
+///
+/// # Errors
+/// [`ConfigError::InvalidBaseUrl`] for a base URL [`http::api_url`] refuses, or one that
+/// already ends in `/chat/completions`.
 fn endpoint(base: &str) -> Result<reqwest::Url, ConfigError> {
     let trimmed = base.trim().trim_end_matches('/');
-    http::api_url(base, &format!("{trimmed}/chat/completions"))
+    let url = http::api_url(base, &format!("{trimmed}/chat/completions"))?;
+    http::check_api_path(base, |path| {
+        path.strip_suffix("/chat/completions").map(str::len)
+    })?;
+    Ok(url)
 }
 
 #[cfg(test)]

@@ -35,8 +35,8 @@ const QUOTA_CODES: &[&str] = &[
 /// - 500, 502, 503, 504, 529 → [`ModelError::Server`] (retryable) with the header delay.
 /// - anything else → [`ModelError::Http`].
 ///
-/// The message is the provider's `error.message` (plus type and code), or the start of the
-/// body, at most [`MAX_EXCERPT_BYTES`](super::MAX_EXCERPT_BYTES), with `secret` replaced by `[redacted]`.
+/// The message is the provider's `error.message` (plus type and code), or a one-line
+/// excerpt of the body (an HTML page's text), at most [`MAX_EXCERPT_BYTES`](super::MAX_EXCERPT_BYTES), with `secret` replaced by `[redacted]`.
 pub(crate) fn from_status(
     status: u16,
     headers: &HeaderMap,

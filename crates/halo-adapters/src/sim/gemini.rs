@@ -78,7 +78,8 @@ use super::{
 };
 use crate::gemini::min_cacheable_tokens;
 
-/// The `ttl` of a cached content created without one (the API's documented default).
+/// The `ttl` of a cached content created without one: 3600 s, one hour (the API's
+/// documented default, <https://ai.google.dev/gemini-api/docs/caching>).
 pub const DEFAULT_TTL: Duration = Duration::from_secs(3600);
 
 /// The message the API answers a request naming a missing or expired cached content with

@@ -930,12 +930,17 @@ async fn a_retry_after_beyond_the_max_delay_fails_at_once_with_the_delay() {
         .await
         .unwrap_err();
     assert_eq!(e.retry_after(), Some(Duration::from_secs(99_999)));
-    assert!(e.to_string().contains("retry after 27 h 46 min"), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "rate limited (HTTP 429), retry after 27 h 46 min: Daily quota exhausted (type \
+         rate_limit_error); not retried: the provider asked to wait longer than the 60 s the \
+         adapter waits (MAX_RETRY_DELAY)"
+    );
     assert_eq!(fake.requests().len(), 1, "not retried");
 }
 
 #[tokio::test]
-async fn a_404_names_the_path_and_says_to_check_the_base_url_and_model() {
+async fn a_404_names_the_full_url_and_says_to_check_the_base_url_and_model() {
     // Trigger: an unknown model (Anthropic answers 404 not_found_error).
     let fake =
         FakeMessages::start([fake::error(404, "not_found_error", "model: claude-nope")]).await;
@@ -949,10 +954,55 @@ async fn a_404_names_the_path_and_says_to_check_the_base_url_and_model() {
     assert_eq!(e.status(), Some(404));
     let text = e.to_string();
     assert!(text.contains("model: claude-nope"), "{text}");
-    assert!(
-        text.contains("`/v1/messages` was not found: check the base URL and the model name"),
-        "{text}"
+    assert_eq!(
+        text,
+        format!(
+            "the provider rejected the request (HTTP 404): model: claude-nope (type \
+             not_found_error); `{}/v1/messages` was not found: check the base URL and the model \
+             name",
+            fake.base_url()
+        )
     );
+}
+
+#[tokio::test]
+async fn a_base_url_ending_in_v1_messages_is_refused_saying_what_to_drop() {
+    // Trigger: `https://api.anthropic.com/v1/messages` as the base URL was posted to
+    // `.../v1/messages/v1/messages`.
+    let fake = FakeMessages::start([fake::message(
+        json!([{"type": "text", "text": "hello"}]),
+        "end_turn",
+        json!({"input_tokens": 1, "output_tokens": 1}),
+    )])
+    .await;
+    for base in [
+        format!("{}/v1/messages", fake.base_url()),
+        format!("{}/v1/messages/", fake.base_url()),
+    ] {
+        let e = builder(&base).build().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "invalid base URL `{base}`: it ends in `/v1/messages`, which the adapter appends \
+                 itself; drop it and pass `{}`",
+                fake.base_url()
+            )
+        );
+    }
+    // `/v1` alone stays allowed, and the suggested base URL works end to end.
+    for base in [fake.base_url(), format!("{}/v1", fake.base_url())] {
+        let model = builder(&base).build().unwrap();
+        assert_eq!(model.endpoint(), format!("{}/v1/messages", fake.base_url()));
+    }
+    let model = builder(&fake.base_url()).build().unwrap();
+    let options = GenerationOptions::default();
+    let history = [Message::user("hi")];
+    let out = model
+        .generate(request(&prefix(), &history, &options))
+        .await
+        .unwrap();
+    assert_eq!(out.message.text, "hello");
+    assert_eq!(fake.requests().len(), 1);
 }
 
 #[test]

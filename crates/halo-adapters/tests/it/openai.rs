@@ -1024,7 +1024,7 @@ async fn http_errors_map_to_typed_errors_with_excerpts_and_no_key() {
             check: |e| matches!(e, ModelError::Server { status: 502, .. }),
             retryable: true,
             retry_after: None,
-            excerpt: "<html><body>502 Bad Gateway</body></html>",
+            excerpt: "provider error (HTTP 502): 502 Bad Gateway; `http://127.0.0.1:",
         },
         ErrorCase {
             name: "404 ollama string error",
@@ -1152,7 +1152,9 @@ async fn retries_stop_at_max_retries_and_skip_non_retryable_errors() {
         .await
         .unwrap_err();
     assert!(
-        matches!(&err, ModelError::Server { status: 500, message, .. } if message.contains("boom 2")),
+        matches!(&err, ModelError::Server { status: 500, message, .. }
+            if message.starts_with("boom 2 (type server_error); gave up after 1 retry over ")
+                && message.ends_with(" ms")),
         "{err:?}"
     );
     assert_eq!(fake.requests().len(), 2, "one try and one retry");
@@ -1205,10 +1207,7 @@ async fn unreadable_success_bodies_are_invalid_responses() {
 
 #[tokio::test]
 async fn connection_failures_and_timeouts_are_transport_errors() {
-    let port = {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    };
+    let port = closed_port();
     let model = OpenAiCompatible::openai("gpt-4o-mini")
         .api_key(KEY)
         .base_url(format!("http://127.0.0.1:{port}/v1"))
@@ -1218,9 +1217,12 @@ async fn connection_failures_and_timeouts_are_transport_errors() {
     let err = call(&model, &prefix(), &GenerationOptions::default())
         .await
         .unwrap_err();
+    // Without retries there is no retry note.
     assert!(
         matches!(&err, ModelError::Transport(m)
-            if m.contains("127.0.0.1") && m.ends_with("check the base URL and that the server there is running")),
+            if m.starts_with(&format!("cannot connect to http://127.0.0.1:{port}/v1/chat/completions: "))
+                && m.ends_with("; check the base URL and that the server there is running")
+                && !m.contains("retr")),
         "{err:?}"
     );
     assert!(err.is_retryable());
@@ -1243,10 +1245,134 @@ async fn connection_failures_and_timeouts_are_transport_errors() {
         .unwrap_err();
     assert_eq!(
         err,
-        ModelError::Transport(
-            "the request timed out after 200 ms; raise the adapter's timeout or retry later".into()
+        ModelError::Transport(format!(
+            "the request to {}/chat/completions timed out after 200 ms; raise the adapter's \
+             timeout or retry later",
+            fake.base_url()
+        ))
+    );
+}
+
+/// The 501 page of Python's `http.server` (`python3 -m http.server` answers a POST with it).
+const PYTHON_501_PAGE: &str = "<!DOCTYPE HTML>
+<html lang=\"en\">
+    <head>
+        <meta charset=\"utf-8\">
+        <title>Error response</title>
+    </head>
+    <body>
+        <h1>Error response</h1>
+        <p>Error code: 501</p>
+        <p>Message: Unsupported method ('POST').</p>
+        <p>Error code explanation: 501 - Server does not support this operation.</p>
+    </body>
+</html>
+";
+
+/// nginx's 404 page.
+const NGINX_404_PAGE: &str = "<html>\r
+<head><title>404 Not Found</title></head>\r
+<body>\r
+<center><h1>404 Not Found</h1></center>\r
+<hr><center>nginx/1.24.0</center>\r
+</body>\r
+</html>\r
+";
+
+#[tokio::test]
+async fn an_html_error_page_is_one_line_of_its_text_and_names_the_full_url() {
+    // Trigger: a base URL pointing at a static server or a proxy printed its whole HTML
+    // error page, markup and newlines, and named only the URL path, or nothing.
+    let fake = FakeChat::start([
+        ResponseTemplate::new(501).set_body_raw(PYTHON_501_PAGE, "text/html;charset=utf-8"),
+        ResponseTemplate::new(404).set_body_raw(NGINX_404_PAGE, "text/html"),
+    ])
+    .await;
+    let model = custom(&fake);
+    let url = format!("{}/chat/completions", fake.base_url());
+
+    let err = call(&model, &prefix(), &GenerationOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "unexpected HTTP 501: Error response Error response Error code: 501 Message: \
+             Unsupported method ('POST'). Error code explanation: 501 - Server does not support \
+             this operation.; `{url}` answered with an HTML page, not an API error: check that \
+             the base URL points at the provider's API"
         )
     );
+    assert!(!err.is_retryable());
+
+    let err = call(&model, &prefix(), &GenerationOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        ModelError::Http {
+            status: 404,
+            message: format!(
+                "404 Not Found 404 Not Found nginx/1.24.0; `{url}` was not found: check the \
+                 base URL and the model name"
+            ),
+        }
+    );
+    assert!(!err.to_string().contains('\n'));
+    fake.finish();
+}
+
+/// A port on 127.0.0.1 with nothing listening: bound, then closed.
+fn closed_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+#[tokio::test]
+async fn nothing_listening_names_the_full_url_and_the_retries_made_over_how_long() {
+    // Trigger: a base URL with no server behind it; the error did not say that it had been
+    // retried, nor for how long.
+    let port = closed_port();
+    let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
+    let model = OpenAiCompatible::openai("gpt-4o-mini")
+        .api_key(KEY)
+        .base_url(format!("http://127.0.0.1:{port}/v1"))
+        .max_retries(2)
+        .retry_min_delay(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let err = call(&model, &prefix(), &GenerationOptions::default())
+        .await
+        .unwrap_err();
+    let took = started.elapsed();
+    assert!(err.is_retryable());
+    let ModelError::Transport(message) = &err else {
+        panic!("not a transport error: {err:?}");
+    };
+    let (head, tail) = message
+        .split_once("; gave up after 2 retries over ")
+        .unwrap_or_else(|| panic!("no retry count: {message}"));
+    assert!(
+        head.starts_with(&format!(
+            "cannot connect to {url}: tcp connect error: Connection refused"
+        )),
+        "{message}"
+    );
+    let (ms, advice) = tail
+        .split_once(" ms; ")
+        .expect("milliseconds, then the advice");
+    assert_eq!(
+        advice,
+        "check the base URL and that the server there is running"
+    );
+    let ms: u128 = ms.parse().expect("a whole number of milliseconds");
+    // The backoff waits at least 20 ms, then 40 ms; the count is within the call's own time.
+    assert!(
+        (60..=took.as_millis()).contains(&ms),
+        "{ms} ms, call took {took:?}"
+    );
+    assert!(!err.to_string().contains(KEY));
 }
 
 #[test]
@@ -1511,6 +1637,64 @@ async fn logs_show_sizes_and_retries_but_never_the_key() {
         "{logs}"
     );
     assert!(!logs.contains(KEY), "the key leaked into the logs");
+}
+
+/// The base URL a [`ConfigError::InvalidBaseUrl`] says to pass instead (its last `...`).
+fn suggested_base(e: &ConfigError) -> String {
+    match e {
+        ConfigError::InvalidBaseUrl { reason, .. } => reason
+            .rsplit('`')
+            .nth(1)
+            .expect("the reason quotes a base URL")
+            .to_string(),
+        other => panic!("not an invalid base URL: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_base_url_ending_in_chat_completions_is_refused_saying_what_to_drop() {
+    // Trigger: `.../v1/chat/completions` as the base URL was posted to
+    // `.../v1/chat/completions/chat/completions`.
+    let fake = FakeChat::start([Completion::new(Shape::OpenAi).text("hello").respond()]).await;
+    for base in [
+        format!("{}/chat/completions", fake.base_url()),
+        format!("{}/chat/completions/", fake.base_url()),
+    ] {
+        let e = OpenAiCompatible::custom(&base, "m").build().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "invalid base URL `{base}`: it ends in `/chat/completions`, which the adapter \
+                 appends itself; drop it and pass `{}`",
+                fake.base_url()
+            )
+        );
+        assert_eq!(suggested_base(&e), fake.base_url());
+    }
+    // The same for the OpenAI profile, whose base URL may come from OPENAI_BASE_URL.
+    let e = OpenAiCompatible::openai("gpt-4o-mini")
+        .api_key(KEY)
+        .base_url("https://api.openai.com/v1/chat/completions")
+        .build()
+        .unwrap_err();
+    assert_eq!(suggested_base(&e), "https://api.openai.com/v1");
+
+    // The base URL without the suffix works end to end (the fake answers only at
+    // `/v1/chat/completions`).
+    let model = OpenAiCompatible::custom(fake.base_url(), "m")
+        .max_retries(0)
+        .build()
+        .unwrap();
+    assert_eq!(
+        model.endpoint(),
+        format!("{}/chat/completions", fake.base_url())
+    );
+    let got = call(&model, &prefix(), &GenerationOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(got.message.text, "hello");
+    assert_eq!(fake.requests().len(), 1);
+    fake.finish();
 }
 
 #[test]

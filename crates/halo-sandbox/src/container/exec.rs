@@ -56,7 +56,7 @@ pub(super) async fn exec(
 ) -> Result<ExecOutput, SandboxError> {
     if tokio::runtime::Handle::try_current().is_err() {
         return Err(SandboxError::Spawn {
-            source: std::io::Error::other("exec needs a tokio runtime with IO and time enabled"),
+            error: std::io::Error::other("exec needs a tokio runtime with IO and time enabled"),
         });
     }
     let mut cmd = CommandWrap::with_new("bash", |c| {
@@ -78,9 +78,7 @@ pub(super) async fn exec(
     });
     cmd.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
     let mut group = Group {
-        child: cmd
-            .spawn()
-            .map_err(|source| SandboxError::Spawn { source })?,
+        child: cmd.spawn().map_err(|error| SandboxError::Spawn { error })?,
         reaped: false,
     };
     let stdout = group.child.stdout().take();

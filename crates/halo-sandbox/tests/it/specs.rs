@@ -167,6 +167,31 @@ fn a_missing_or_file_root_is_refused() {
     );
 }
 
+#[test]
+fn a_missing_root_prints_its_cause_once_in_a_source_chain() {
+    // Trigger: anyhow's `{:#}` of this error printed "No such file or directory" twice,
+    // once from the message and once from `source()`.
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing");
+    let cause = std::fs::metadata(&missing).unwrap_err().to_string();
+    let err = ContainerSandbox::new(&missing).unwrap_err();
+    let mut chain = err.to_string();
+    let mut source = std::error::Error::source(&err);
+    while let Some(s) = source {
+        chain.push_str(": ");
+        chain.push_str(&s.to_string());
+        source = s.source();
+    }
+    assert_eq!(
+        chain,
+        format!(
+            "sandbox root `{}` cannot be opened: {cause}",
+            missing.display()
+        )
+    );
+    assert_eq!(chain.matches(&cause).count(), 1, "{chain}");
+}
+
 /// The snapshot of the default tool specs; `UPDATE_EXPECT=1` rewrites it.
 const SPEC_SNAPSHOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/tool_specs.json");
 

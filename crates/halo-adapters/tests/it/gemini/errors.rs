@@ -197,11 +197,12 @@ async fn client_errors_are_typed_excerpted_and_never_hold_the_key() {
         err,
         ModelError::Http {
             status: 404,
-            message:
-                "models/gemini-2.5-flash is not found for API version v1beta (status NOT_FOUND); \
-                 `/v1beta/models/gemini-2.5-flash:generateContent` was not found: check the base \
-                 URL and the model name"
-                    .into()
+            message: format!(
+                "models/gemini-2.5-flash is not found for API version v1beta (status \
+                     NOT_FOUND); `{}/v1beta/models/gemini-2.5-flash:generateContent` was not \
+                     found: check the base URL and the model name",
+                server.uri()
+            )
         }
     );
 }
@@ -248,7 +249,7 @@ async fn a_bad_key_is_an_authentication_error_naming_gemini_api_key() {
 }
 
 #[tokio::test]
-async fn a_404_names_the_path_and_says_to_check_the_base_url_and_model() {
+async fn a_404_names_the_full_url_and_says_to_check_the_base_url_and_model() {
     // Trigger: a wrong model name or base URL (nothing mounted at the path: 404).
     let (server, _) = fake(vec![]).await;
     let e = call(&format!("{}/wrong", server.uri()), 0)
@@ -256,11 +257,45 @@ async fn a_404_names_the_path_and_says_to_check_the_base_url_and_model() {
         .unwrap_err();
     assert_eq!(e.status(), Some(404));
     assert!(
-        e.to_string().contains(
-            "`/wrong/v1beta/models/gemini-2.5-flash:generateContent` was not found: check the base URL and the model name"
-        ),
+        e.to_string().ends_with(&format!(
+            "; `{}/wrong/v1beta/models/gemini-2.5-flash:generateContent` was not found: check \
+             the base URL and the model name",
+            server.uri()
+        )),
         "{e}"
     );
+}
+
+#[tokio::test]
+async fn a_base_url_with_the_models_path_is_refused_saying_what_to_drop() {
+    // Trigger: a `generateContent` URL copied from the API reference as the base URL would
+    // be posted to `.../models/gemini-2.5-flash:generateContent/v1beta/models/...`.
+    let (server, script) = fake(vec![ok_text("hello")]).await;
+    let api = format!("{}/v1beta", server.uri());
+    for (base, dropped) in [
+        (
+            format!("{api}/models/gemini-2.5-flash:generateContent"),
+            "/models/gemini-2.5-flash:generateContent",
+        ),
+        (
+            format!("{api}/models/gemini-2.5-flash:streamGenerateContent/"),
+            "/models/gemini-2.5-flash:streamGenerateContent",
+        ),
+        (format!("{api}/models"), "/models"),
+    ] {
+        let e = builder(&base).build().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "invalid base URL `{base}`: it ends in `{dropped}`, which the adapter appends \
+                 itself; drop it and pass `{api}`"
+            )
+        );
+    }
+    // The suggested base URL works end to end.
+    let out = call(&api, 0).await.unwrap();
+    assert_eq!(out.message.text, "hello");
+    assert_eq!(script.requests(), 1);
 }
 
 #[test]
