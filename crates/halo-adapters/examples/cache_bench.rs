@@ -41,6 +41,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Context as _;
+use async_trait::async_trait;
 use halo_adapters::anthropic::AnthropicAdapter;
 use halo_adapters::gemini::GeminiAdapter;
 use halo_adapters::openai::OpenAiCompatible;
@@ -359,6 +360,7 @@ fn clock(seconds: u64) -> String {
     )
 }
 
+#[async_trait]
 impl<M: ModelAdapter> ModelAdapter for Clocked<M> {
     fn provider(&self) -> &str {
         self.inner.provider()

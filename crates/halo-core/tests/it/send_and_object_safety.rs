@@ -1,14 +1,20 @@
 //! Compile-time checks: the object-safe traits stay object-safe, and the agent's futures
 //! stay `Send` (so agents run on multi-threaded executors and inside `tokio::spawn`).
 
-use halo_core::{DynModelAdapter, DynTool, HaloAgent, SharedModel};
+use halo_core::{DynTool, HaloAgent, ModelAdapter, ModelRequest, SharedModel};
 
 fn assert_send<T: Send>(_: &T) {}
 
 #[allow(dead_code)]
 fn dyn_traits_are_object_safe(model: SharedModel, tool: std::sync::Arc<dyn DynTool>) {
-    let _: &dyn DynModelAdapter = &*model;
+    let _: &dyn ModelAdapter = &*model;
     let _: &dyn DynTool = &*tool;
+}
+
+#[allow(dead_code)]
+fn model_futures_are_send(model: &dyn ModelAdapter, request: ModelRequest<'_>) {
+    assert_send(&model.generate(request));
+    assert_send(&model.stream(request));
 }
 
 #[allow(dead_code)]
