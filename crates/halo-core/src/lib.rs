@@ -68,12 +68,12 @@ pub use model::{
     ModelResponse, ModelStreamEvent, ResponseFormat, SharedModel, ToolChoice, Usage,
 };
 pub use prefix::{Fingerprint, PrefixError, SkillMeta, StablePrefix, ToolSpec};
-pub use sandbox::{DynSandbox, Sandbox, SandboxError, SandboxPath, SharedSandbox};
+pub use sandbox::{Sandbox, SandboxError, SandboxPath, SharedSandbox};
 pub use tool::{DynTool, NoArgs, Tool, ToolError, ToolOutput, ToolRegistry};
 
-/// The attribute that the object-safe async traits ([`ModelAdapter`]) and their impls carry,
-/// re-exported so an implementing crate needs no `async-trait` dependency of its own:
-/// `#[halo_core::async_trait]` on the impl.
+/// The attribute that the object-safe async traits ([`ModelAdapter`], [`Sandbox`]) and their
+/// impls carry, re-exported so an implementing crate needs no `async-trait` dependency of its
+/// own: `#[halo_core::async_trait]` on the impl.
 pub use async_trait::async_trait;
 /// The schemars version [`Tool::Args`] is checked against (1.x), re-exported so a crate on
 /// another schemars version (0.8) can still derive tool arguments; see [`Tool`].

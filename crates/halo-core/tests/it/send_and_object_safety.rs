@@ -1,13 +1,21 @@
 //! Compile-time checks: the object-safe traits stay object-safe, and the agent's futures
 //! stay `Send` (so agents run on multi-threaded executors and inside `tokio::spawn`).
 
-use halo_core::{DynTool, HaloAgent, ModelAdapter, ModelRequest, SharedModel};
+use halo_core::sandbox::{ExecRequest, SandboxPath};
+use halo_core::{
+    DynTool, HaloAgent, ModelAdapter, ModelRequest, Sandbox, SharedModel, SharedSandbox,
+};
 
 fn assert_send<T: Send>(_: &T) {}
 
 #[allow(dead_code)]
-fn dyn_traits_are_object_safe(model: SharedModel, tool: std::sync::Arc<dyn DynTool>) {
+fn dyn_traits_are_object_safe(
+    model: SharedModel,
+    sandbox: SharedSandbox,
+    tool: std::sync::Arc<dyn DynTool>,
+) {
     let _: &dyn ModelAdapter = &*model;
+    let _: &dyn Sandbox = &*sandbox;
     let _: &dyn DynTool = &*tool;
 }
 
@@ -15,6 +23,12 @@ fn dyn_traits_are_object_safe(model: SharedModel, tool: std::sync::Arc<dyn DynTo
 fn model_futures_are_send(model: &dyn ModelAdapter, request: ModelRequest<'_>) {
     assert_send(&model.generate(request));
     assert_send(&model.stream(request));
+}
+
+#[allow(dead_code)]
+fn sandbox_futures_are_send(sandbox: &dyn Sandbox, path: &SandboxPath, exec: ExecRequest) {
+    assert_send(&sandbox.read(path));
+    assert_send(&sandbox.exec(exec));
 }
 
 #[allow(dead_code)]
@@ -44,4 +58,5 @@ fn agent_is_send_and_sync() {
     fn check<T: Send + Sync>() {}
     check::<HaloAgent>();
     check::<SharedModel>();
+    check::<SharedSandbox>();
 }
