@@ -32,6 +32,11 @@ fn sandbox_futures_are_send(sandbox: &dyn Sandbox, path: &SandboxPath, exec: Exe
 }
 
 #[allow(dead_code)]
+fn tool_future_is_send(tool: &dyn DynTool) {
+    assert_send(&tool.call_json(serde_json::json!({})));
+}
+
+#[allow(dead_code)]
 fn generate_text_future_is_send(agent: &mut HaloAgent) {
     let fut = agent.generate_text("hi");
     assert_send(&fut);
