@@ -72,7 +72,7 @@ pub use sandbox::{Sandbox, SandboxError, SandboxPath, SharedSandbox};
 pub use tool::{DynTool, NoArgs, Tool, ToolError, ToolOutput, ToolRegistry};
 
 /// The attribute that the object-safe async traits ([`ModelAdapter`], [`Sandbox`],
-/// [`DynTool`]) and their impls carry, re-exported so an implementing crate needs no
+/// [`DynTool`], [`ToolHook`]) and their impls carry, re-exported so an implementing crate needs no
 /// `async-trait` dependency of its own: `#[halo_core::async_trait]` on the impl. (A typed
 /// [`Tool`] needs none: its impl is plain `async fn call`.)
 pub use async_trait::async_trait;

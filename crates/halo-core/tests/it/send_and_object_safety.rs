@@ -3,7 +3,8 @@
 
 use halo_core::sandbox::{ExecRequest, SandboxPath};
 use halo_core::{
-    DynTool, HaloAgent, ModelAdapter, ModelRequest, Sandbox, SharedModel, SharedSandbox,
+    DynTool, HaloAgent, ModelAdapter, ModelRequest, Sandbox, SharedModel, SharedSandbox, ToolCall,
+    ToolHook, ToolResult,
 };
 
 fn assert_send<T: Send>(_: &T) {}
@@ -13,10 +14,12 @@ fn dyn_traits_are_object_safe(
     model: SharedModel,
     sandbox: SharedSandbox,
     tool: std::sync::Arc<dyn DynTool>,
+    hook: std::sync::Arc<dyn ToolHook>,
 ) {
     let _: &dyn ModelAdapter = &*model;
     let _: &dyn Sandbox = &*sandbox;
     let _: &dyn DynTool = &*tool;
+    let _: &dyn ToolHook = &*hook;
 }
 
 #[allow(dead_code)]
@@ -34,6 +37,12 @@ fn sandbox_futures_are_send(sandbox: &dyn Sandbox, path: &SandboxPath, exec: Exe
 #[allow(dead_code)]
 fn tool_future_is_send(tool: &dyn DynTool) {
     assert_send(&tool.call_json(serde_json::json!({})));
+}
+
+#[allow(dead_code)]
+fn hook_futures_are_send(hook: &dyn ToolHook, call: &ToolCall, result: ToolResult) {
+    assert_send(&hook.before_tool_call(call, &serde_json::Value::Null));
+    assert_send(&hook.after_tool_call(call, result));
 }
 
 #[allow(dead_code)]

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use futures::future::BoxFuture;
 use halo_core::{ToolCall, ToolCallDecision, ToolHook};
 use serde_json::Value;
@@ -202,19 +203,14 @@ impl ApprovalHook {
     }
 }
 
+#[async_trait]
 impl ToolHook for ApprovalHook {
-    fn before_tool_call<'a>(
-        &'a self,
-        call: &'a ToolCall,
-        arguments: &'a Value,
-    ) -> BoxFuture<'a, ToolCallDecision> {
-        Box::pin(async move {
-            if self.selects(call, arguments) {
-                ask(&*self.approver, call, arguments).await
-            } else {
-                ToolCallDecision::Allow
-            }
-        })
+    async fn before_tool_call(&self, call: &ToolCall, arguments: &Value) -> ToolCallDecision {
+        if self.selects(call, arguments) {
+            ask(&*self.approver, call, arguments).await
+        } else {
+            ToolCallDecision::Allow
+        }
     }
 }
 
