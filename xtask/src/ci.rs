@@ -39,6 +39,7 @@ const CORE_ALLOWED_DEPS: &[&str] = &[
     "tracing",
     "futures",
     "async-stream",
+    "async-trait",
 ];
 
 /// Crates that must never appear in halo-core's normal dependency graph.

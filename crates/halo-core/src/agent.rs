@@ -20,8 +20,8 @@ use crate::ledger::{CacheCheck, CacheLedger};
 use crate::log::{DEFAULT_LOG_CAPACITY, MessageLog};
 use crate::message::{AssistantMessage, Message, ToolCall, ToolResult};
 use crate::model::{
-    DynModelAdapter, FinishReason, GenerationOptions, ModelError, ModelRequest, ModelResponse,
-    ModelStreamEvent, SharedModel, Usage,
+    FinishReason, GenerationOptions, ModelError, ModelRequest, ModelResponse, ModelStreamEvent,
+    SharedModel, Usage,
 };
 use crate::prefix::{Fingerprint, SkillMeta, StablePrefix};
 use crate::tool::{DynTool, ToolRegistry};
@@ -399,7 +399,7 @@ impl std::fmt::Debug for HaloAgent {
 
 impl HaloAgent {
     /// Starts building an agent on `model`.
-    pub fn builder(model: impl DynModelAdapter + 'static) -> HaloAgentBuilder {
+    pub fn builder(model: impl crate::ModelAdapter + 'static) -> HaloAgentBuilder {
         Self::builder_shared(Arc::new(model))
     }
 
@@ -665,7 +665,7 @@ impl HaloAgent {
                     session_id: self.session_id.as_deref(),
                 };
                 let response = if streaming {
-                    let mut model_events = self.model.stream_boxed(request);
+                    let mut model_events = self.model.stream(request);
                     let mut ids: Vec<String> = Vec::new();
                     let mut finished = None;
                     while let Some(event) = model_events.next().instrument(chat_span.clone()).await {
@@ -696,7 +696,7 @@ impl HaloAgent {
                     })?
                 } else {
                     self.model
-                        .generate_boxed(request)
+                        .generate(request)
                         .instrument(chat_span.clone())
                         .await
                         .inspect_err(|e| warn_failed(&chat_span, e))?
@@ -848,7 +848,7 @@ fn instrument_stream<S: Stream + Send>(
     })
 }
 
-fn chat_span(model: &dyn DynModelAdapter, step: &tracing::Span) -> tracing::Span {
+fn chat_span(model: &dyn crate::ModelAdapter, step: &tracing::Span) -> tracing::Span {
     tracing::info_span!(
         parent: step,
         "chat",
