@@ -34,13 +34,12 @@
 //! Tokens are `o200k_base` for every simulator. Nothing is asserted; it prints figures.
 
 use std::fmt::Write as _;
-use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Context as _;
+use async_trait::async_trait;
 use halo_adapters::anthropic::AnthropicAdapter;
 use halo_adapters::gemini::GeminiAdapter;
 use halo_adapters::openai::OpenAiCompatible;
@@ -359,6 +358,7 @@ fn clock(seconds: u64) -> String {
     )
 }
 
+#[async_trait]
 impl<M: ModelAdapter> ModelAdapter for Clocked<M> {
     fn provider(&self) -> &str {
         self.inner.provider()
@@ -404,6 +404,7 @@ struct FakeTool {
     workspace: Arc<Workspace>,
 }
 
+#[async_trait]
 impl DynTool for FakeTool {
     fn spec(&self) -> ToolSpec {
         match self.kind {
@@ -414,10 +415,7 @@ impl DynTool for FakeTool {
         }
     }
 
-    fn call_json(
-        &self,
-        arguments: Value,
-    ) -> Pin<Box<dyn Future<Output = Result<ToolOutput, ToolError>> + Send + '_>> {
+    async fn call_json(&self, arguments: Value) -> Result<ToolOutput, ToolError> {
         let ws = &self.workspace;
         let out = match self.kind {
             Kind::Read => ws.read(&arguments),
@@ -427,7 +425,7 @@ impl DynTool for FakeTool {
                 "this session is read-only: describe the change in your answer instead",
             ),
         };
-        Box::pin(std::future::ready(Ok(out)))
+        Ok(out)
     }
 }
 

@@ -68,6 +68,7 @@ mod stream;
 use std::fmt;
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use futures::StreamExt as _;
 use halo_core::{
     ModelAdapter, ModelError, ModelEventStream, ModelRequest, ModelResponse, model::response_events,
@@ -318,6 +319,7 @@ impl AnthropicAdapter {
     }
 }
 
+#[async_trait]
 impl ModelAdapter for AnthropicAdapter {
     fn provider(&self) -> &str {
         PROVIDER

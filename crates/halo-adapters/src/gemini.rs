@@ -109,6 +109,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use futures::StreamExt as _;
 use halo_core::{
     ModelAdapter, ModelError, ModelEventStream, ModelRequest, ModelResponse, ModelStreamEvent,
@@ -497,6 +498,7 @@ fn note_write(usage: &mut Usage, written: Option<u64>) {
     }
 }
 
+#[async_trait]
 impl ModelAdapter for GeminiAdapter {
     fn provider(&self) -> &str {
         &self.provider

@@ -88,6 +88,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{OnceLock, mpsc};
 use std::time::Instant;
 
+use async_trait::async_trait;
 use halo_core::{
     AssistantMessage, FinishReason, GenerationOptions, Message, ModelAdapter, ModelError,
     ModelEventStream, ModelRequest, ModelResponse, ModelStreamEvent, ResponseFormat, StablePrefix,
@@ -378,6 +379,7 @@ impl LocalAdapter {
     }
 }
 
+#[async_trait]
 impl ModelAdapter for LocalAdapter {
     fn provider(&self) -> &str {
         "local"

@@ -54,6 +54,7 @@ mod stream;
 use std::fmt;
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use futures::StreamExt as _;
 use halo_core::{
     ModelAdapter, ModelError, ModelEventStream, ModelRequest, ModelResponse, model::response_events,
@@ -387,6 +388,7 @@ impl OpenAiCompatible {
     }
 }
 
+#[async_trait]
 impl ModelAdapter for OpenAiCompatible {
     fn provider(&self) -> &str {
         &self.provider

@@ -19,7 +19,7 @@ use crate::hook::ToolHook;
 use crate::ledger::CacheLedger;
 use crate::log::{DEFAULT_LOG_CAPACITY, MessageLog};
 use crate::message::Message;
-use crate::model::{DynModelAdapter, GenerationOptions, SharedModel};
+use crate::model::{GenerationOptions, ModelAdapter, SharedModel};
 use crate::prefix::{SkillMeta, StablePrefix, ToolSpec};
 use crate::session::SessionStore;
 use crate::stats::AgentStats;
@@ -255,7 +255,7 @@ impl std::fmt::Debug for HaloAgent {
 
 impl HaloAgent {
     /// Starts building an agent on `model`.
-    pub fn builder(model: impl DynModelAdapter + 'static) -> HaloAgentBuilder {
+    pub fn builder(model: impl ModelAdapter + 'static) -> HaloAgentBuilder {
         Self::builder_shared(Arc::new(model))
     }
 

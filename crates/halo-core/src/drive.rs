@@ -309,7 +309,7 @@ impl HaloAgent {
                             session_id: self.session_id.as_deref(),
                         };
                         let response = if streaming {
-                            let mut model_events = self.model.stream_boxed(request);
+                            let mut model_events = self.model.stream(request);
                             let mut ids: Vec<String> = Vec::new();
                             let mut finished = None;
                             let mut failed = None;
@@ -347,7 +347,7 @@ impl HaloAgent {
                             }
                         } else {
                             self.model
-                                .generate_boxed(request)
+                                .generate(request)
                                 .instrument(chat_span.clone())
                                 .await
                         };

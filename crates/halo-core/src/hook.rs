@@ -20,7 +20,6 @@
 //! Hooks never touch the stable prefix: switching a permission policy mid-session costs no
 //! cache miss.
 
-use futures::future::BoxFuture;
 use serde_json::Value;
 
 use crate::message::{ToolCall, ToolResult};
@@ -41,44 +40,49 @@ pub enum ToolCallDecision {
 /// A hook around tool calls. Both methods have pass-through defaults; implement the ones
 /// you need.
 ///
+/// An object-safe `#[async_trait]` trait: the agent holds hooks as `Arc<dyn ToolHook>`.
+/// Implementers write `async fn`s in an impl marked `#[async_trait]` (re-exported as
+/// [`halo_core::async_trait`](crate::async_trait)).
+///
 /// ```
-/// use futures::future::{BoxFuture, FutureExt as _};
 /// use halo_core::hook::{ToolCallDecision, ToolHook};
-/// use halo_core::ToolCall;
+/// use halo_core::{async_trait, ToolCall};
 /// use serde_json::Value;
 ///
 /// /// Refuses every call of a tool named `bash`.
 /// struct NoShell;
+///
+/// #[async_trait]
 /// impl ToolHook for NoShell {
-///     fn before_tool_call<'a>(&'a self, call: &'a ToolCall, _args: &'a Value) -> BoxFuture<'a, ToolCallDecision> {
-///         let decision = if call.name == "bash" {
+///     async fn before_tool_call(&self, call: &ToolCall, _args: &Value) -> ToolCallDecision {
+///         if call.name == "bash" {
 ///             ToolCallDecision::Deny("commands are disabled in this session".into())
 ///         } else {
 ///             ToolCallDecision::Allow
-///         };
-///         async move { decision }.boxed()
+///         }
 ///     }
 /// }
 /// ```
+#[async_trait::async_trait]
 pub trait ToolHook: Send + Sync {
     /// Decides about a call before it runs. `arguments` are the parsed, schema-checked
     /// arguments (after earlier hooks' rewrites); `call` is the call as the model made it.
-    fn before_tool_call<'a>(
-        &'a self,
-        call: &'a ToolCall,
-        arguments: &'a Value,
-    ) -> BoxFuture<'a, ToolCallDecision> {
+    /// The default allows it.
+    ///
+    /// # Cancel safety
+    /// Dropping the future (the agent's run was dropped) leaves the call unrun.
+    async fn before_tool_call(&self, call: &ToolCall, arguments: &Value) -> ToolCallDecision {
         let _ = (call, arguments);
-        Box::pin(futures::future::ready(ToolCallDecision::Allow))
+        ToolCallDecision::Allow
     }
 
-    /// Transforms a result before the model reads it.
-    fn after_tool_call<'a>(
-        &'a self,
-        call: &'a ToolCall,
-        result: ToolResult,
-    ) -> BoxFuture<'a, ToolResult> {
+    /// Transforms a result before the model reads it. The default returns it unchanged.
+    ///
+    /// # Cancel safety
+    /// Dropping the future (the agent's run was dropped) drops the result with it; the
+    /// tool has already run.
+    async fn after_tool_call(&self, call: &ToolCall, result: ToolResult) -> ToolResult {
         let _ = call;
-        Box::pin(futures::future::ready(result))
+        result
     }
 }

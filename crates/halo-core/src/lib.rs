@@ -78,17 +78,22 @@ pub use ledger::{CacheCheck, CacheLedger, CacheVerdict};
 pub use log::MessageLog;
 pub use message::{AssistantMessage, ContentPart, Message, Reasoning, ToolCall, ToolResult};
 pub use model::{
-    DynModelAdapter, FinishReason, GenerationOptions, ModelAdapter, ModelError, ModelEventStream,
-    ModelRequest, ModelResponse, ModelStreamEvent, ResponseFormat, SharedModel, ToolChoice, Usage,
+    FinishReason, GenerationOptions, ModelAdapter, ModelError, ModelEventStream, ModelRequest,
+    ModelResponse, ModelStreamEvent, ResponseFormat, SharedModel, ToolChoice, Usage,
 };
 pub use prefix::{Fingerprint, PrefixError, SkillMeta, StablePrefix, ToolSpec};
 pub use run::{AgentEvent, GenerateTextResult, StepResult, Turn};
-pub use sandbox::{DynSandbox, Sandbox, SandboxError, SandboxPath, SharedSandbox};
+pub use sandbox::{Sandbox, SandboxError, SandboxPath, SharedSandbox};
 pub use session::{JournalEvent, JournalOutcome, MemoryStore, SessionError, SessionStore};
 pub use stats::AgentStats;
 pub use steering::SteeringHandle;
 pub use tool::{DynTool, NoArgs, Tool, ToolAnnotations, ToolError, ToolOutput, ToolRegistry};
 
+/// The attribute that the object-safe async traits ([`ModelAdapter`], [`Sandbox`],
+/// [`DynTool`], [`ToolHook`]) and their impls carry, re-exported so an implementing crate needs no
+/// `async-trait` dependency of its own: `#[halo_core::async_trait]` on the impl. (A typed
+/// [`Tool`] needs none: its impl is plain `async fn call`.)
+pub use async_trait::async_trait;
 /// The schemars version [`Tool::Args`] is checked against (1.x), re-exported so a crate on
 /// another schemars version (0.8) can still derive tool arguments; see [`Tool`].
 pub use schemars;

@@ -6,12 +6,10 @@
 //! `prompt_cache_key`). It returns a normalized [`ModelResponse`] whose [`Usage`] keeps
 //! counts the provider did not report as `None` ("unknown"), never `0`.
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 
@@ -296,8 +294,38 @@ impl ModelError {
 
 /// A chat model behind some provider's API, or in-process.
 ///
-/// Implementers write `async fn generate`. The agent holds adapters as [`SharedModel`]
-/// through the object-safe twin [`DynModelAdapter`], which every `ModelAdapter` implements.
+/// An object-safe `#[async_trait]` trait: the agent holds adapters as [`SharedModel`]
+/// (`Arc<dyn ModelAdapter>`). Implementers write `async fn generate` in an impl marked
+/// `#[async_trait]` (re-exported as [`halo_core::async_trait`](crate::async_trait)); its
+/// future is boxed and `Send`, so agents run on multi-threaded executors.
+///
+/// ```
+/// use halo_core::{async_trait, AssistantMessage, FinishReason, HaloAgent, ModelAdapter};
+/// use halo_core::{ModelError, ModelRequest, ModelResponse, Usage};
+///
+/// /// Answers every request with the same text.
+/// struct Parrot;
+///
+/// #[async_trait]
+/// impl ModelAdapter for Parrot {
+///     fn provider(&self) -> &str { "parrot" }
+///     fn model_name(&self) -> &str { "parrot-1" }
+///     async fn generate(&self, _request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+///         Ok(ModelResponse {
+///             message: AssistantMessage { text: "Polly wants a cracker.".into(), ..Default::default() },
+///             finish_reason: FinishReason::Stop,
+///             usage: Usage::default(),
+///             model: None,
+///         })
+///     }
+/// }
+///
+/// # futures::executor::block_on(async {
+/// let mut agent = HaloAgent::builder(Parrot).build();
+/// assert_eq!(agent.generate_text("Hello").await.unwrap().text, "Polly wants a cracker.");
+/// # });
+/// ```
+#[async_trait::async_trait]
 pub trait ModelAdapter: Send + Sync {
     /// The provider's name, for tracing (`gen_ai.system`): `openai`, `deepseek`, `local`, ...
     fn provider(&self) -> &str;
@@ -312,10 +340,7 @@ pub trait ModelAdapter: Send + Sync {
     ///
     /// # Cancel safety
     /// Dropping the future abandons the call; nothing is written anywhere.
-    fn generate(
-        &self,
-        request: ModelRequest<'_>,
-    ) -> impl Future<Output = Result<ModelResponse, ModelError>> + Send;
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError>;
 
     /// Runs one model call, streaming: deltas as they arrive, then exactly one
     /// [`ModelStreamEvent::Finish`] with the assembled response. See [`ModelEventStream`] for
@@ -403,39 +428,8 @@ pub enum ModelStreamEvent {
 /// reports [`ModelError::Truncated`] and runs none of its tool calls.
 pub type ModelEventStream<'a> = BoxStream<'a, Result<ModelStreamEvent, ModelError>>;
 
-/// Object-safe twin of [`ModelAdapter`], implemented for every `ModelAdapter`.
-pub trait DynModelAdapter: Send + Sync {
-    /// See [`ModelAdapter::provider`].
-    fn provider(&self) -> &str;
-    /// See [`ModelAdapter::model_name`].
-    fn model_name(&self) -> &str;
-    /// See [`ModelAdapter::generate`].
-    fn generate_boxed<'a>(
-        &'a self,
-        request: ModelRequest<'a>,
-    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>>;
-    /// See [`ModelAdapter::stream`].
-    fn stream_boxed<'a>(&'a self, request: ModelRequest<'a>) -> ModelEventStream<'a>;
-}
-
-impl<M: ModelAdapter> DynModelAdapter for M {
-    fn provider(&self) -> &str {
-        ModelAdapter::provider(self)
-    }
-    fn model_name(&self) -> &str {
-        ModelAdapter::model_name(self)
-    }
-    fn generate_boxed<'a>(
-        &'a self,
-        request: ModelRequest<'a>,
-    ) -> BoxFuture<'a, Result<ModelResponse, ModelError>> {
-        Box::pin(self.generate(request))
-    }
-    fn stream_boxed<'a>(&'a self, request: ModelRequest<'a>) -> ModelEventStream<'a> {
-        self.stream(request)
-    }
-}
-
+/// An `Arc` of an adapter is an adapter, so one adapter can serve several agents.
+#[async_trait::async_trait]
 impl<M: ModelAdapter + ?Sized> ModelAdapter for Arc<M> {
     fn provider(&self) -> &str {
         (**self).provider()
@@ -443,11 +437,8 @@ impl<M: ModelAdapter + ?Sized> ModelAdapter for Arc<M> {
     fn model_name(&self) -> &str {
         (**self).model_name()
     }
-    fn generate(
-        &self,
-        request: ModelRequest<'_>,
-    ) -> impl Future<Output = Result<ModelResponse, ModelError>> + Send {
-        (**self).generate(request)
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        (**self).generate(request).await
     }
     fn stream<'a>(&'a self, request: ModelRequest<'a>) -> ModelEventStream<'a> {
         (**self).stream(request)
@@ -455,7 +446,7 @@ impl<M: ModelAdapter + ?Sized> ModelAdapter for Arc<M> {
 }
 
 /// A shared, type-erased model adapter.
-pub type SharedModel = Arc<dyn DynModelAdapter>;
+pub type SharedModel = Arc<dyn ModelAdapter>;
 
 #[cfg(test)]
 mod tests {

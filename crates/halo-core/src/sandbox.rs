@@ -13,11 +13,8 @@
 //! (through symbolic links) stays inside the root.
 
 use std::fmt;
-use std::future::Future;
 use std::io;
 use std::time::Duration;
-
-use futures::future::BoxFuture;
 
 /// The longest path a sandbox accepts, in bytes (Linux's `PATH_MAX`).
 pub const MAX_PATH_BYTES: usize = 4096;
@@ -444,7 +441,11 @@ pub enum SandboxError {
 /// ([`SandboxError::OutsideRoot`]). Implementations must give the same answers for the same
 /// tree (the conformance suite in halo-sandbox checks it).
 ///
-/// Use [`DynSandbox`] (`Arc<dyn DynSandbox>`) to hold any sandbox; every `Sandbox` is one.
+/// An object-safe `#[async_trait]` trait: hold any sandbox as a [`SharedSandbox`]
+/// (`Arc<dyn Sandbox>`). Implementers write `async fn`s in an impl marked `#[async_trait]`
+/// (re-exported as [`halo_core::async_trait`](crate::async_trait)); every future is boxed and
+/// `Send`.
+#[async_trait::async_trait]
 pub trait Sandbox: Send + Sync {
     /// What this sandbox can do.
     fn capabilities(&self) -> Capabilities;
@@ -456,68 +457,45 @@ pub trait Sandbox: Send + Sync {
     ///
     /// # Errors
     /// `NotFound`, `IsDirectory`, `NotRegularFile`, `OutsideRoot`, `Io`.
-    fn read(
-        &self,
-        path: &SandboxPath,
-    ) -> impl Future<Output = Result<Vec<u8>, SandboxError>> + Send;
+    async fn read(&self, path: &SandboxPath) -> Result<Vec<u8>, SandboxError>;
 
     /// Writes a file, replacing it, creating missing parent folders.
     ///
     /// # Errors
     /// `IsDirectory`, `NotDirectory` (a parent is a file), `ReadOnly`, `OutsideRoot`, `Io`.
-    fn write(
-        &self,
-        path: &SandboxPath,
-        content: Vec<u8>,
-    ) -> impl Future<Output = Result<(), SandboxError>> + Send;
+    async fn write(&self, path: &SandboxPath, content: Vec<u8>) -> Result<(), SandboxError>;
 
     /// The entries of a folder, sorted by name (symbolic links not followed).
     ///
     /// # Errors
     /// `NotFound`, `NotDirectory`, `OutsideRoot`, `Io`.
-    fn list(
-        &self,
-        path: &SandboxPath,
-    ) -> impl Future<Output = Result<Vec<DirEntry>, SandboxError>> + Send;
+    async fn list(&self, path: &SandboxPath) -> Result<Vec<DirEntry>, SandboxError>;
 
     /// What a path names (following symbolic links that stay inside the root).
     ///
     /// # Errors
     /// `NotFound`, `OutsideRoot`, `Io`.
-    fn stat(
-        &self,
-        path: &SandboxPath,
-    ) -> impl Future<Output = Result<Metadata, SandboxError>> + Send;
+    async fn stat(&self, path: &SandboxPath) -> Result<Metadata, SandboxError>;
 
     /// Removes a file, a symbolic link (not its target), or a folder (`recursive` for a
     /// folder that is not empty).
     ///
     /// # Errors
     /// `NotFound`, `DirectoryNotEmpty`, `ReadOnly`, `OutsideRoot` (also for the root itself), `Io`.
-    fn remove(
-        &self,
-        path: &SandboxPath,
-        recursive: bool,
-    ) -> impl Future<Output = Result<(), SandboxError>> + Send;
+    async fn remove(&self, path: &SandboxPath, recursive: bool) -> Result<(), SandboxError>;
 
     /// Regular files matching a glob, gitignore-aware unless asked otherwise; symbolic
     /// links are not followed.
     ///
     /// # Errors
     /// `InvalidPattern`, `NotFound`, `OutsideRoot`, `Io`.
-    fn glob(
-        &self,
-        request: GlobRequest,
-    ) -> impl Future<Output = Result<GlobOutput, SandboxError>> + Send;
+    async fn glob(&self, request: GlobRequest) -> Result<GlobOutput, SandboxError>;
 
     /// Lines matching a regular expression in regular files under a path.
     ///
     /// # Errors
     /// `InvalidPattern`, `NotFound`, `OutsideRoot`, `Io`.
-    fn grep(
-        &self,
-        request: GrepRequest,
-    ) -> impl Future<Output = Result<GrepOutput, SandboxError>> + Send;
+    async fn grep(&self, request: GrepRequest) -> Result<GrepOutput, SandboxError>;
 
     /// Runs a command in the root. A non-zero exit or a timeout is an `Ok` [`ExecOutput`].
     ///
@@ -526,96 +504,11 @@ pub trait Sandbox: Send + Sync {
     ///
     /// # Cancel safety
     /// Dropping the future kills the command's whole process group.
-    fn exec(
-        &self,
-        request: ExecRequest,
-    ) -> impl Future<Output = Result<ExecOutput, SandboxError>> + Send;
+    async fn exec(&self, request: ExecRequest) -> Result<ExecOutput, SandboxError>;
 }
 
-/// The object-safe form of [`Sandbox`], with boxed futures; every `Sandbox` implements it.
-#[allow(missing_docs)]
-pub trait DynSandbox: Send + Sync {
-    fn capabilities(&self) -> Capabilities;
-    fn kind(&self) -> &'static str;
-    fn read_boxed<'a>(
-        &'a self,
-        path: &'a SandboxPath,
-    ) -> BoxFuture<'a, Result<Vec<u8>, SandboxError>>;
-    fn write_boxed<'a>(
-        &'a self,
-        path: &'a SandboxPath,
-        content: Vec<u8>,
-    ) -> BoxFuture<'a, Result<(), SandboxError>>;
-    fn list_boxed<'a>(
-        &'a self,
-        path: &'a SandboxPath,
-    ) -> BoxFuture<'a, Result<Vec<DirEntry>, SandboxError>>;
-    fn stat_boxed<'a>(
-        &'a self,
-        path: &'a SandboxPath,
-    ) -> BoxFuture<'a, Result<Metadata, SandboxError>>;
-    fn remove_boxed<'a>(
-        &'a self,
-        path: &'a SandboxPath,
-        recursive: bool,
-    ) -> BoxFuture<'a, Result<(), SandboxError>>;
-    fn glob_boxed(&self, request: GlobRequest) -> BoxFuture<'_, Result<GlobOutput, SandboxError>>;
-    fn grep_boxed(&self, request: GrepRequest) -> BoxFuture<'_, Result<GrepOutput, SandboxError>>;
-    fn exec_boxed(&self, request: ExecRequest) -> BoxFuture<'_, Result<ExecOutput, SandboxError>>;
-}
-
-impl<S: Sandbox> DynSandbox for S {
-    fn capabilities(&self) -> Capabilities {
-        Sandbox::capabilities(self)
-    }
-    fn kind(&self) -> &'static str {
-        Sandbox::kind(self)
-    }
-    fn read_boxed<'a>(
-        &'a self,
-        path: &'a SandboxPath,
-    ) -> BoxFuture<'a, Result<Vec<u8>, SandboxError>> {
-        Box::pin(self.read(path))
-    }
-    fn write_boxed<'a>(
-        &'a self,
-        path: &'a SandboxPath,
-        content: Vec<u8>,
-    ) -> BoxFuture<'a, Result<(), SandboxError>> {
-        Box::pin(self.write(path, content))
-    }
-    fn list_boxed<'a>(
-        &'a self,
-        path: &'a SandboxPath,
-    ) -> BoxFuture<'a, Result<Vec<DirEntry>, SandboxError>> {
-        Box::pin(self.list(path))
-    }
-    fn stat_boxed<'a>(
-        &'a self,
-        path: &'a SandboxPath,
-    ) -> BoxFuture<'a, Result<Metadata, SandboxError>> {
-        Box::pin(self.stat(path))
-    }
-    fn remove_boxed<'a>(
-        &'a self,
-        path: &'a SandboxPath,
-        recursive: bool,
-    ) -> BoxFuture<'a, Result<(), SandboxError>> {
-        Box::pin(self.remove(path, recursive))
-    }
-    fn glob_boxed(&self, request: GlobRequest) -> BoxFuture<'_, Result<GlobOutput, SandboxError>> {
-        Box::pin(self.glob(request))
-    }
-    fn grep_boxed(&self, request: GrepRequest) -> BoxFuture<'_, Result<GrepOutput, SandboxError>> {
-        Box::pin(self.grep(request))
-    }
-    fn exec_boxed(&self, request: ExecRequest) -> BoxFuture<'_, Result<ExecOutput, SandboxError>> {
-        Box::pin(self.exec(request))
-    }
-}
-
-/// A shared sandbox.
-pub type SharedSandbox = std::sync::Arc<dyn DynSandbox>;
+/// A shared, type-erased sandbox.
+pub type SharedSandbox = std::sync::Arc<dyn Sandbox>;
 
 #[cfg(test)]
 mod tests {

@@ -6,7 +6,7 @@
 use futures::Stream;
 use tracing::field::Empty;
 
-use crate::model::{DynModelAdapter, ModelError, ModelResponse, Usage};
+use crate::model::{ModelAdapter, ModelError, ModelResponse, Usage};
 use crate::stats::AgentStats;
 
 /// Polls `stream` inside `span`, as `Instrument` does for a future.
@@ -21,7 +21,7 @@ pub(crate) fn instrument_stream<S: Stream + Send>(
     })
 }
 
-pub(crate) fn chat_span(model: &dyn DynModelAdapter, step: &tracing::Span) -> tracing::Span {
+pub(crate) fn chat_span(model: &dyn ModelAdapter, step: &tracing::Span) -> tracing::Span {
     tracing::info_span!(
         parent: step,
         "chat",

@@ -18,6 +18,8 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use async_trait::async_trait;
+
 use crate::message::{AssistantMessage, Message, ToolCall};
 use crate::model::{
     FinishReason, GenerationOptions, ModelAdapter, ModelError, ModelEventStream, ModelRequest,
@@ -178,6 +180,7 @@ impl ScriptedModel {
     }
 }
 
+#[async_trait]
 impl ModelAdapter for ScriptedModel {
     fn provider(&self) -> &str {
         "scripted"

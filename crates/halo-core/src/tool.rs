@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -128,6 +127,14 @@ pub enum ToolError {
 ///     }
 /// }
 /// ```
+///
+/// # Why `call` is not `#[async_trait]`
+///
+/// `Tool` is never a trait object: its `Args` type differs from tool to tool, so the
+/// registry holds every tool as an `Arc<dyn DynTool>` ([`DynTool`] is the `#[async_trait]`
+/// one), and the blanket `impl<T: Tool> DynTool for T` boxes each call once. So `call`
+/// returns a plain `impl Future + Send`: a tool author writes `async fn call` with no
+/// attribute on the impl, and the future is not boxed a second time.
 pub trait Tool: Send + Sync + 'static {
     /// The arguments object: deserialized from the model's JSON and described by its
     /// schemars 1.x schema (see [Which schemars](Tool#which-schemars)).
@@ -190,8 +197,34 @@ impl ToolAnnotations {
     }
 }
 
-/// The object-safe form of a tool: a spec and a call on JSON arguments. Every [`Tool`]
-/// implements it; implement it directly for tools known only at runtime (MCP).
+/// The object-safe form of a tool: a spec and a call on JSON arguments, held by the
+/// [`ToolRegistry`] as `Arc<dyn DynTool>`. Every [`Tool`] implements it; implement it
+/// directly, in an impl marked `#[async_trait]` (re-exported as
+/// [`halo_core::async_trait`](crate::async_trait)), for tools known only at runtime (MCP).
+///
+/// ```
+/// use halo_core::{async_trait, DynTool, ToolError, ToolOutput, ToolSpec};
+/// use serde_json::{Value, json};
+///
+/// /// A tool whose name and schema come from configuration.
+/// struct Configured { name: String }
+///
+/// #[async_trait]
+/// impl DynTool for Configured {
+///     fn spec(&self) -> ToolSpec {
+///         ToolSpec::new(&self.name, "Says hello.", json!({"type": "object"}))
+///     }
+///     async fn call_json(&self, _arguments: Value) -> Result<ToolOutput, ToolError> {
+///         Ok(format!("hello from {}", self.name).into())
+///     }
+/// }
+///
+/// # futures::executor::block_on(async {
+/// let tool: std::sync::Arc<dyn DynTool> = std::sync::Arc::new(Configured { name: "hi".into() });
+/// assert_eq!(tool.call_json(json!({})).await.unwrap().content, "hello from hi");
+/// # });
+/// ```
+#[async_trait::async_trait]
 pub trait DynTool: Send + Sync {
     /// Name, description and parameter schema.
     fn spec(&self) -> ToolSpec;
@@ -202,9 +235,21 @@ pub trait DynTool: Send + Sync {
     }
 
     /// Runs the tool on arguments already checked against the spec's schema.
-    fn call_json(&self, arguments: Value) -> BoxFuture<'_, Result<ToolOutput, ToolError>>;
+    ///
+    /// # Errors
+    /// [`ToolError`]: `Failed` and `InvalidArguments` are shown to the model, `Fatal` ends
+    /// the run. For a [`Tool`], also `InvalidArguments` when the arguments do not deserialize
+    /// into its `Args`.
+    ///
+    /// # Cancel safety
+    /// Dropping the future abandons the call; what the tool already did (a file written) is
+    /// not undone.
+    async fn call_json(&self, arguments: Value) -> Result<ToolOutput, ToolError>;
 }
 
+/// The typed-to-erased bridge: deserializes the JSON arguments into `T::Args`, then calls
+/// [`Tool::call`].
+#[async_trait::async_trait]
 impl<T: Tool> DynTool for T {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new(self.name(), self.description(), schema_for::<T::Args>())
@@ -214,12 +259,10 @@ impl<T: Tool> DynTool for T {
         Tool::annotations(self)
     }
 
-    fn call_json(&self, arguments: Value) -> BoxFuture<'_, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            let args: T::Args = serde_json::from_value(arguments)
-                .map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
-            self.call(args).await
-        })
+    async fn call_json(&self, arguments: Value) -> Result<ToolOutput, ToolError> {
+        let args: T::Args = serde_json::from_value(arguments)
+            .map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
+        self.call(args).await
     }
 }
 

@@ -16,6 +16,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use cap_fs_ext::OpenOptionsSyncExt;
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, File, FileType, OpenOptions};
@@ -259,6 +260,7 @@ impl ContainerSandbox {
     }
 }
 
+#[async_trait]
 impl Sandbox for ContainerSandbox {
     fn capabilities(&self) -> Capabilities {
         Capabilities::FILES_AND_EXEC

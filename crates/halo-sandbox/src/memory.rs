@@ -26,6 +26,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use async_trait::async_trait;
 use halo_core::DynTool;
 use halo_core::sandbox::{
     Capabilities, DirEntry, ExecOutput, ExecRequest, FileKind, GlobOutput, GlobRequest, GrepOutput,
@@ -268,6 +269,7 @@ fn under(path: &[&str], prefix: &[&str]) -> bool {
     path.len() >= prefix.len() && path.iter().zip(prefix).all(|(a, b)| a == b)
 }
 
+#[async_trait]
 impl Sandbox for VirtualSandbox {
     fn capabilities(&self) -> Capabilities {
         Capabilities::FILES_ONLY

@@ -8,7 +8,7 @@
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
+use async_trait::async_trait;
 use halo_core::ToolHook;
 use halo_sandbox::policy::{
     ApprovalAnswer, ApprovalRequest, Approver, CommandDenylist, OutputTruncation, PermissionPolicy,
@@ -23,15 +23,14 @@ use halo_sandbox::policy::{
 /// [`session_hooks`].
 pub struct TerminalApprover;
 
+#[async_trait]
 impl Approver for TerminalApprover {
-    fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
+    async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
         let question = question(request);
-        Box::pin(async move {
-            tokio::task::spawn_blocking(move || ask(&question))
-                .await
-                // The prompt thread panicked (a broken terminal): stop rather than guess.
-                .unwrap_or(ApprovalAnswer::Abort)
-        })
+        tokio::task::spawn_blocking(move || ask(&question))
+            .await
+            // The prompt thread panicked (a broken terminal): stop rather than guess.
+            .unwrap_or(ApprovalAnswer::Abort)
     }
 }
 

@@ -142,7 +142,7 @@ fn pick_model() -> anyhow::Result<Picked> {
         let m = AnthropicAdapter::from_env()?;
         let desc = format!(
             "Anthropic {} at {}",
-            halo_core::DynModelAdapter::model_name(&m),
+            halo_core::ModelAdapter::model_name(&m),
             m.endpoint()
         );
         return Ok(Picked::remote(Arc::new(m), desc));
@@ -151,7 +151,7 @@ fn pick_model() -> anyhow::Result<Picked> {
         let m = Arc::new(GeminiAdapter::from_env()?);
         let desc = format!(
             "Gemini {} at {}",
-            halo_core::DynModelAdapter::model_name(&*m),
+            halo_core::ModelAdapter::model_name(&*m),
             m.endpoint()
         );
         return Ok(Picked {
@@ -163,7 +163,7 @@ fn pick_model() -> anyhow::Result<Picked> {
         let m = OpenAiCompatible::deepseek_from_env()?;
         let desc = format!(
             "DeepSeek {} at {}",
-            halo_core::DynModelAdapter::model_name(&m),
+            halo_core::ModelAdapter::model_name(&m),
             m.endpoint()
         );
         return Ok(Picked::remote(Arc::new(m), desc));
@@ -172,7 +172,7 @@ fn pick_model() -> anyhow::Result<Picked> {
         let m = OpenAiCompatible::openai_from_env()?;
         let desc = format!(
             "OpenAI-compatible {} at {}",
-            halo_core::DynModelAdapter::model_name(&m),
+            halo_core::ModelAdapter::model_name(&m),
             m.endpoint()
         );
         return Ok(Picked::remote(Arc::new(m), desc));

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use async_trait::async_trait;
 use futures::StreamExt as _;
 use halo_core::{
     AssistantMessage, FinishReason, Message, ModelAdapter, ModelError, ModelEventStream,
@@ -115,6 +116,7 @@ fn events(response: ModelResponse) -> Vec<ModelStreamEvent> {
     events
 }
 
+#[async_trait]
 impl ModelAdapter for WeatherScript {
     fn provider(&self) -> &str {
         "scripted"

@@ -5,11 +5,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt as _;
-use futures::future::{BoxFuture, FutureExt as _};
 use halo_core::testing::ScriptedModel;
 use halo_core::{
     AgentEvent, HaloAgent, HaloError, Message, Tool, ToolCall, ToolCallDecision, ToolError,
-    ToolHook, ToolOutput, ToolResult,
+    ToolHook, ToolOutput, ToolResult, async_trait,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -76,31 +75,23 @@ impl Recorder {
     }
 }
 
+#[async_trait]
 impl ToolHook for Recorder {
-    fn before_tool_call<'a>(
-        &'a self,
-        call: &'a ToolCall,
-        arguments: &'a Value,
-    ) -> BoxFuture<'a, ToolCallDecision> {
+    async fn before_tool_call(&self, call: &ToolCall, arguments: &Value) -> ToolCallDecision {
         self.journal
             .lock()
             .unwrap()
             .push(format!("{} before {} {arguments}", self.name, call.name));
-        let decision = (self.decide)(call, arguments);
-        async move { decision }.boxed()
+        (self.decide)(call, arguments)
     }
 
-    fn after_tool_call<'a>(
-        &'a self,
-        call: &'a ToolCall,
-        mut result: ToolResult,
-    ) -> BoxFuture<'a, ToolResult> {
+    async fn after_tool_call(&self, call: &ToolCall, mut result: ToolResult) -> ToolResult {
         self.journal
             .lock()
             .unwrap()
             .push(format!("{} after {}", self.name, call.name));
         result.content.push_str(&format!(" [{}]", self.name));
-        async move { result }.boxed()
+        result
     }
 }
 

@@ -1,14 +1,48 @@
 //! Compile-time checks: the object-safe traits stay object-safe, and the agent's futures
 //! stay `Send` (so agents run on multi-threaded executors and inside `tokio::spawn`).
 
-use halo_core::{DynModelAdapter, DynTool, HaloAgent, SharedModel};
+use halo_core::sandbox::{ExecRequest, SandboxPath};
+use halo_core::{
+    DynTool, HaloAgent, ModelAdapter, ModelRequest, Sandbox, SharedModel, SharedSandbox, ToolCall,
+    ToolHook, ToolResult,
+};
 
 fn assert_send<T: Send>(_: &T) {}
 
 #[allow(dead_code)]
-fn dyn_traits_are_object_safe(model: SharedModel, tool: std::sync::Arc<dyn DynTool>) {
-    let _: &dyn DynModelAdapter = &*model;
+fn dyn_traits_are_object_safe(
+    model: SharedModel,
+    sandbox: SharedSandbox,
+    tool: std::sync::Arc<dyn DynTool>,
+    hook: std::sync::Arc<dyn ToolHook>,
+) {
+    let _: &dyn ModelAdapter = &*model;
+    let _: &dyn Sandbox = &*sandbox;
     let _: &dyn DynTool = &*tool;
+    let _: &dyn ToolHook = &*hook;
+}
+
+#[allow(dead_code)]
+fn model_futures_are_send(model: &dyn ModelAdapter, request: ModelRequest<'_>) {
+    assert_send(&model.generate(request));
+    assert_send(&model.stream(request));
+}
+
+#[allow(dead_code)]
+fn sandbox_futures_are_send(sandbox: &dyn Sandbox, path: &SandboxPath, exec: ExecRequest) {
+    assert_send(&sandbox.read(path));
+    assert_send(&sandbox.exec(exec));
+}
+
+#[allow(dead_code)]
+fn tool_future_is_send(tool: &dyn DynTool) {
+    assert_send(&tool.call_json(serde_json::json!({})));
+}
+
+#[allow(dead_code)]
+fn hook_futures_are_send(hook: &dyn ToolHook, call: &ToolCall, result: ToolResult) {
+    assert_send(&hook.before_tool_call(call, &serde_json::Value::Null));
+    assert_send(&hook.after_tool_call(call, result));
 }
 
 #[allow(dead_code)]
@@ -38,4 +72,5 @@ fn agent_is_send_and_sync() {
     fn check<T: Send + Sync>() {}
     check::<HaloAgent>();
     check::<SharedModel>();
+    check::<SharedSandbox>();
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
+use async_trait::async_trait;
 use halo_core::{ToolCall, ToolCallDecision, ToolHook};
 use serde_json::Value;
 
@@ -75,6 +75,9 @@ pub enum ApprovalAnswer {
 /// `Fn(&ApprovalRequest) -> ApprovalAnswer` is an approver too, for answers that need no
 /// waiting (tests, fixed rules).
 ///
+/// An object-safe `#[async_trait]` trait, held as `Arc<dyn Approver>`: implementers write
+/// `async fn approve` in an impl marked `#[async_trait]` (`halo_core::async_trait`).
+///
 /// ```
 /// use halo_sandbox::policy::{ApprovalAnswer, ApprovalHook, ApprovalRequest};
 ///
@@ -84,21 +87,23 @@ pub enum ApprovalAnswer {
 /// });
 /// # let _ = hook;
 /// ```
+#[async_trait]
 pub trait Approver: Send + Sync {
     /// The user's answer to `request`.
     ///
     /// # Cancel safety
     /// The future is dropped when the agent's run is dropped; a prompt on screen should
     /// not outlive it in a way that confuses the user.
-    fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer>;
+    async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer;
 }
 
+#[async_trait]
 impl<F> Approver for F
 where
     F: Fn(&ApprovalRequest) -> ApprovalAnswer + Send + Sync,
 {
-    fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
-        Box::pin(futures::future::ready(self(request)))
+    async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
+        self(request)
     }
 }
 
@@ -202,19 +207,14 @@ impl ApprovalHook {
     }
 }
 
+#[async_trait]
 impl ToolHook for ApprovalHook {
-    fn before_tool_call<'a>(
-        &'a self,
-        call: &'a ToolCall,
-        arguments: &'a Value,
-    ) -> BoxFuture<'a, ToolCallDecision> {
-        Box::pin(async move {
-            if self.selects(call, arguments) {
-                ask(&*self.approver, call, arguments).await
-            } else {
-                ToolCallDecision::Allow
-            }
-        })
+    async fn before_tool_call(&self, call: &ToolCall, arguments: &Value) -> ToolCallDecision {
+        if self.selects(call, arguments) {
+            ask(&*self.approver, call, arguments).await
+        } else {
+            ToolCallDecision::Allow
+        }
     }
 }
 

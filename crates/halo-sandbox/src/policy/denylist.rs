@@ -1,6 +1,6 @@
 //! [`CommandDenylist`]: a before-hook that refuses dangerous shell commands before they run.
 
-use futures::future::BoxFuture;
+use async_trait::async_trait;
 use halo_core::{ToolCall, ToolCallDecision, ToolHook};
 use regex::Regex;
 use serde_json::Value;
@@ -584,13 +584,10 @@ impl CommandDenylist {
     }
 }
 
+#[async_trait]
 impl ToolHook for CommandDenylist {
-    fn before_tool_call<'a>(
-        &'a self,
-        call: &'a ToolCall,
-        arguments: &'a Value,
-    ) -> BoxFuture<'a, ToolCallDecision> {
-        let decision = match arguments.get(&self.argument).and_then(Value::as_str) {
+    async fn before_tool_call(&self, call: &ToolCall, arguments: &Value) -> ToolCallDecision {
+        match arguments.get(&self.argument).and_then(Value::as_str) {
             Some(command) if call.name == self.tool => match self.check(command) {
                 Some(denial) => {
                     tracing::info!(tool = %call.name, rule = %denial.rule, "the denylist refused a command");
@@ -599,8 +596,7 @@ impl ToolHook for CommandDenylist {
                 None => ToolCallDecision::Allow,
             },
             _ => ToolCallDecision::Allow,
-        };
-        Box::pin(futures::future::ready(decision))
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use futures::future::BoxFuture;
+use async_trait::async_trait;
 use halo_core::{ToolCall, ToolCallDecision, ToolHook};
 use serde_json::Value;
 
@@ -230,24 +230,19 @@ impl PermissionPolicy {
     }
 }
 
+#[async_trait]
 impl ToolHook for PermissionPolicy {
-    fn before_tool_call<'a>(
-        &'a self,
-        call: &'a ToolCall,
-        arguments: &'a Value,
-    ) -> BoxFuture<'a, ToolCallDecision> {
-        Box::pin(async move {
-            let preset = self.preset();
-            let class = self.class_of(&call.name);
-            match (preset.permission(class), &self.approver) {
-                (Permission::Allow, _) => ToolCallDecision::Allow,
-                (Permission::Ask, Some(approver)) => ask(&**approver, call, arguments).await,
-                (Permission::Ask | Permission::Deny, _) => {
-                    tracing::info!(tool = %call.name, ?preset, ?class, "the permission policy denied a call");
-                    ToolCallDecision::Deny(self.denial(preset, &call.name, class))
-                }
+    async fn before_tool_call(&self, call: &ToolCall, arguments: &Value) -> ToolCallDecision {
+        let preset = self.preset();
+        let class = self.class_of(&call.name);
+        match (preset.permission(class), &self.approver) {
+            (Permission::Allow, _) => ToolCallDecision::Allow,
+            (Permission::Ask, Some(approver)) => ask(&**approver, call, arguments).await,
+            (Permission::Ask | Permission::Deny, _) => {
+                tracing::info!(tool = %call.name, ?preset, ?class, "the permission policy denied a call");
+                ToolCallDecision::Deny(self.denial(preset, &call.name, class))
             }
-        })
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! [`OutputTruncation`]: an after-hook that bounds every tool result.
 
-use futures::future::BoxFuture;
+use async_trait::async_trait;
 use halo_core::{ToolCall, ToolHook, ToolResult};
 
 use crate::text::HeadTail;
@@ -93,17 +93,14 @@ impl OutputTruncation {
     }
 }
 
+#[async_trait]
 impl ToolHook for OutputTruncation {
-    fn after_tool_call<'a>(
-        &'a self,
-        call: &'a ToolCall,
-        mut result: ToolResult,
-    ) -> BoxFuture<'a, ToolResult> {
+    async fn after_tool_call(&self, call: &ToolCall, mut result: ToolResult) -> ToolResult {
         if let Some(cut) = self.truncate(&result.content) {
             tracing::debug!(tool = %call.name, bytes = result.content.len(), "truncated a tool result");
             result.content = cut;
         }
-        Box::pin(futures::future::ready(result))
+        result
     }
 }
 

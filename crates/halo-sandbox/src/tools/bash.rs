@@ -68,7 +68,7 @@ impl Tool for BashTool {
         let out = self
             .ctx
             .sandbox
-            .exec_boxed(ExecRequest {
+            .exec(ExecRequest {
                 command: args.command,
                 timeout,
                 output_limit: stream_limit(self.ctx.options.output_limit()),

@@ -104,7 +104,7 @@ impl Tool for EditTool {
         let new = old.replace(old_string.as_ref(), &new_string);
         self.ctx
             .sandbox
-            .write_boxed(&path, new.clone().into_bytes())
+            .write(&path, new.clone().into_bytes())
             .await
             .map_err(failed)?;
         let head = format!(

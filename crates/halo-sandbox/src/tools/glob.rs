@@ -60,7 +60,7 @@ impl Tool for GlobTool {
         let found = self
             .ctx
             .sandbox
-            .glob_boxed(GlobRequest {
+            .glob(GlobRequest {
                 pattern: args.pattern.clone(),
                 base: base.clone(),
                 include_ignored: args.include_ignored,

@@ -71,7 +71,7 @@ impl Tool for GrepTool {
         let found = self
             .ctx
             .sandbox
-            .grep_boxed(GrepRequest {
+            .grep(GrepRequest {
                 pattern: args.pattern.clone(),
                 base: base.clone(),
                 glob: args.glob.clone(),

@@ -47,7 +47,7 @@ impl Tool for LsTool {
 
     async fn call(&self, args: LsArgs) -> Result<ToolOutput, ToolError> {
         let path = parse_path(args.path.as_deref())?;
-        let mut entries = self.ctx.sandbox.list_boxed(&path).await.map_err(failed)?;
+        let mut entries = self.ctx.sandbox.list(&path).await.map_err(failed)?;
         if entries.is_empty() {
             return Ok(ToolOutput::text("(empty directory)"));
         }

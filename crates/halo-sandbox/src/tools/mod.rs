@@ -3,9 +3,9 @@
 //!
 //! Each tool is a typed [`halo_core::Tool`] whose arguments struct derives its JSON Schema
 //! with schemars (the doc comments of the fields become the parameter descriptions the model
-//! reads). The tools only call the [`DynSandbox`] methods, so the same tools work on a
-//! `ContainerSandbox` and a `VirtualSandbox`: the walking and searching happen inside each
-//! sandbox's `glob` and `grep`.
+//! reads). The tools only call the [`Sandbox`](halo_core::Sandbox) methods, through a
+//! [`SharedSandbox`], so the same tools work on a `ContainerSandbox` and a `VirtualSandbox`:
+//! the walking and searching happen inside each sandbox's `glob` and `grep`.
 //!
 //! Tool names, descriptions and schemas are built only from constants and the
 //! [`ToolOptions`], so they are byte-stable across runs and machines: they live in the

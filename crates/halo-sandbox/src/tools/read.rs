@@ -89,7 +89,7 @@ pub(super) async fn read_text_file(
     limit: u64,
     verb: &str,
 ) -> Result<Vec<u8>, ToolError> {
-    let meta = ctx.sandbox.stat_boxed(path).await.map_err(|e| match e {
+    let meta = ctx.sandbox.stat(path).await.map_err(|e| match e {
         // `a.txt/b`: a component before the last is not a folder.
         SandboxError::NotDirectory { .. } => ToolError::Failed(format!(
             "`{path}` does not exist: a folder in its path is a file; use ls or glob to find \
@@ -128,7 +128,7 @@ pub(super) async fn read_text_file(
     if meta.len > limit {
         return Err(too_large(meta.len));
     }
-    let bytes = ctx.sandbox.read_boxed(path).await.map_err(failed)?;
+    let bytes = ctx.sandbox.read(path).await.map_err(failed)?;
     // The file may have grown since it was looked at.
     if bytes.len() as u64 > limit {
         return Err(too_large(bytes.len() as u64));

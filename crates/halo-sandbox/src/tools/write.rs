@@ -47,7 +47,7 @@ impl Tool for WriteTool {
         let len = args.content.len();
         self.ctx
             .sandbox
-            .write_boxed(&path, args.content.into_bytes())
+            .write(&path, args.content.into_bytes())
             .await
             .map_err(|e| match e {
                 // The sandbox names the file that stands where a folder should be.

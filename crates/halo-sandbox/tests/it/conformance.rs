@@ -169,23 +169,23 @@ fn p(s: &str) -> SandboxPath {
 }
 
 async fn read(s: &Subject, path: &str) -> Outcome<String> {
-    outcome(s.sandbox.read_boxed(&p(path)).await).map(|b| String::from_utf8_lossy(&b).into_owned())
+    outcome(s.sandbox.read(&p(path)).await).map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
 async fn write(s: &Subject, path: &str, content: &str) -> Outcome<()> {
-    outcome(s.sandbox.write_boxed(&p(path), content.into()).await)
+    outcome(s.sandbox.write(&p(path), content.into()).await)
 }
 
 async fn list(s: &Subject, path: &str) -> Outcome<Vec<DirEntry>> {
-    outcome(s.sandbox.list_boxed(&p(path)).await)
+    outcome(s.sandbox.list(&p(path)).await)
 }
 
 async fn stat(s: &Subject, path: &str) -> Outcome<Metadata> {
-    outcome(s.sandbox.stat_boxed(&p(path)).await)
+    outcome(s.sandbox.stat(&p(path)).await)
 }
 
 async fn remove(s: &Subject, path: &str, recursive: bool) -> Outcome<()> {
-    outcome(s.sandbox.remove_boxed(&p(path), recursive).await)
+    outcome(s.sandbox.remove(&p(path), recursive).await)
 }
 
 /// Every entry under `path`, depth first, as `path kind len` (links not followed).
@@ -307,14 +307,14 @@ async fn exec_runs_in_the_container_and_is_unsupported_in_the_virtual_sandbox() 
         timeout: Duration::from_secs(30),
         output_limit: 1024,
     };
-    let ran = c.sandbox.exec_boxed(request.clone()).await.expect("exec");
+    let ran = c.sandbox.exec(request.clone()).await.expect("exec");
     assert_eq!(ran.exit_code, Some(3));
     assert!(!ran.timed_out);
     assert_eq!(ran.stdout, "hi\nalpha\n");
     assert_eq!(ran.stderr, "oops\n");
     assert_eq!((ran.stdout_dropped, ran.stderr_dropped), (0, 0));
     assert_eq!(
-        outcome(v.sandbox.exec_boxed(request).await).map(|_| ()),
+        outcome(v.sandbox.exec(request).await).map(|_| ()),
         Err(failure(
             "Unsupported",
             "exec is not supported by this sandbox (virtual)"
@@ -786,7 +786,7 @@ fn glob_req(pattern: &str, base: &str, include_ignored: bool, limit: usize) -> G
 }
 
 async fn glob(s: &Subject, request: GlobRequest) -> Outcome<(Vec<String>, bool)> {
-    outcome(s.sandbox.glob_boxed(request).await).map(|o| {
+    outcome(s.sandbox.glob(request).await).map(|o| {
         (
             o.paths.iter().map(|p| p.as_str().to_string()).collect(),
             o.truncated,
@@ -1029,7 +1029,7 @@ fn grep_req(pattern: &str, base: &str) -> GrepRequest {
 
 /// Lines as `path:line:text`, context lines as `path-line-text`, and whether truncated.
 async fn grep(s: &Subject, request: GrepRequest) -> Outcome<(Vec<String>, bool)> {
-    outcome(s.sandbox.grep_boxed(request).await).map(|o| {
+    outcome(s.sandbox.grep(request).await).map(|o| {
         let lines = o
             .lines
             .iter()
@@ -1746,7 +1746,7 @@ async fn tool_calls_then_files(
         }
         let mut bytes = Vec::new();
         for f in files {
-            bytes.push(outcome(s.sandbox.read_boxed(&p(f)).await));
+            bytes.push(outcome(s.sandbox.read(&p(f)).await));
         }
         (out, bytes)
     })

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use futures::future::BoxFuture;
+use async_trait::async_trait;
 use halo_core::testing::ScriptedModel;
 use halo_core::{HaloAgent, HaloAgentBuilder, Message, ToolHook, ToolResult};
 use halo_sandbox::ContainerSandbox;
@@ -109,16 +109,15 @@ impl Answers {
     }
 }
 
+#[async_trait]
 impl Approver for Answers {
-    fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
+    async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
         self.asked.lock().unwrap().push(request.clone());
-        let answer = self
-            .answers
+        self.answers
             .lock()
             .unwrap()
             .pop_front()
-            .expect("the approver was asked more often than scripted");
-        Box::pin(async move { answer })
+            .expect("the approver was asked more often than scripted")
     }
 }
 
