@@ -1,6 +1,8 @@
 //! Integration tests of halo-core (one binary; modules by subject).
 
 mod agent_loop;
+mod engine;
+mod engine_props;
 mod hooks;
 mod send_and_object_safety;
 mod streaming;
