@@ -10,6 +10,7 @@
 
 use std::sync::Arc;
 
+use crate::cancel::CancelToken;
 use crate::clock::{Clock, SystemClock};
 use crate::dispatch::Toolbox;
 use crate::engine::RunState;
@@ -204,6 +205,7 @@ impl HaloAgentBuilder {
             store: self.store,
             restored,
             steering: SteeringHandle::default(),
+            cancel: CancelToken::default(),
             manual: false,
         }
     }
@@ -236,6 +238,7 @@ pub struct HaloAgent {
     /// Whether the session store's journal was loaded (or there is none).
     pub(crate) restored: bool,
     pub(crate) steering: SteeringHandle,
+    pub(crate) cancel: CancelToken,
     /// Whether the last run was driven in manual mode (`send`), so `submit_tool_result`
     /// continues the same way.
     pub(crate) manual: bool,
@@ -334,6 +337,12 @@ impl HaloAgent {
     /// ([`crate::steering`]).
     pub fn steering(&self) -> SteeringHandle {
         self.steering.clone()
+    }
+
+    /// A token that cancels this agent's run in flight from another task
+    /// ([`crate::cancel`]).
+    pub fn cancel_token(&self) -> CancelToken {
+        self.cancel.clone()
     }
 
     /// Adds a tool mid-session. This changes the prefix: the next call is one cache miss.

@@ -236,6 +236,8 @@ impl HaloAgent {
             "gen_ai.usage.cache_read.input_tokens" = Empty,
             "halo.steps" = Empty,
         );
+        let cancel = self.cancel.clone();
+        cancel.reset();
         let events = async_stream::try_stream! {
             self.restore_session().await?;
             let now = self.clock.now_ms();
@@ -449,6 +451,7 @@ impl HaloAgent {
                 }
             }
         };
+        let events = crate::cancel::cancellable(events, cancel);
         telemetry::instrument_stream(events, span)
     }
 

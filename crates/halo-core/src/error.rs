@@ -97,6 +97,10 @@ pub enum HaloError {
         /// The last answer's raw text.
         raw: String,
     },
+    /// The run was cancelled through its [`CancelToken`](crate::CancelToken); the log keeps
+    /// only complete steps and [`resume`](crate::HaloAgent::resume) continues.
+    #[error("the run was cancelled; resume continues it")]
+    Cancelled,
     /// The session store failed.
     #[error(transparent)]
     Session(#[from] SessionError),

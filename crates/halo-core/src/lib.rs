@@ -43,6 +43,7 @@
 //! ```
 
 pub mod agent;
+pub mod cancel;
 pub mod clock;
 mod dispatch;
 mod drive;
@@ -67,6 +68,7 @@ pub mod testing;
 pub mod tool;
 
 pub use agent::{DEFAULT_MAX_STEPS, HaloAgent, HaloAgentBuilder};
+pub use cancel::CancelToken;
 pub use clock::{Clock, SystemClock};
 pub use engine::{Next, PendingStep, RunState};
 pub use error::HaloError;

@@ -649,3 +649,50 @@ async fn a_session_journal_restores_the_log_and_a_changed_prefix_is_one_expected
     assert_eq!(changed.stats().prefix_fingerprint_changes, 1);
     assert_eq!(changed.stats().cache_busts, 0);
 }
+
+/// A tool that cancels the run it belongs to, then would wait forever.
+struct CancelMe(halo_core::CancelToken);
+impl Tool for CancelMe {
+    type Args = NoArgs;
+    fn name(&self) -> &str {
+        "slow"
+    }
+    fn description(&self) -> &str {
+        "Takes forever; the user cancels meanwhile."
+    }
+    async fn call(&self, _: NoArgs) -> Result<ToolOutput, ToolError> {
+        self.0.cancel();
+        futures::future::pending::<()>().await;
+        Ok("unreachable".into())
+    }
+}
+
+#[tokio::test]
+async fn a_cancel_token_ends_the_run_with_only_complete_steps_and_resume_goes_on() {
+    let model = ScriptedModel::new()
+        .tool_call("count", json!({}))
+        .tool_call("slow", json!({}))
+        .text("done");
+    let mut agent = HaloAgent::builder(model.clone())
+        .tool(Probe::new("count", ToolAnnotations::default()))
+        .unwrap()
+        .build();
+    agent.add_tool(CancelMe(agent.cancel_token())).unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(10), agent.generate_text("go"))
+        .await
+        .expect("cancel must end the run")
+        .unwrap_err();
+    assert!(matches!(err, HaloError::Cancelled), "{err:?}");
+    // The first step is complete and logged; the cancelled one is not.
+    assert_eq!(agent.log().len(), 3);
+    assert_eq!(
+        agent.run_state().pending().unwrap().missing()[0].name,
+        "slow"
+    );
+    // `slow` is not read-only: resume closes its call as interrupted, and goes on.
+    let out = agent.resume().await.unwrap();
+    assert_eq!(out.text, "done");
+    let log = agent.log().to_vec();
+    assert_eq!(results_of(&log)[1].1, INTERRUPTED);
+    model.assert_consumed();
+}

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use halo_core::sandbox::GlobRequest;
-use halo_core::{Tool, ToolError, ToolOutput};
+use halo_core::{Tool, ToolAnnotations, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -45,6 +45,12 @@ impl GlobTool {
 
 impl Tool for GlobTool {
     type Args = GlobArgs;
+
+    /// Reads only: runs concurrently with the step's other read-only calls, and again on
+    /// resume when interrupted.
+    fn annotations(&self) -> ToolAnnotations {
+        ToolAnnotations::READ_ONLY
+    }
 
     fn name(&self) -> &str {
         "glob"

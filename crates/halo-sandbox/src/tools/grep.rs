@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use halo_core::sandbox::GrepRequest;
-use halo_core::{Tool, ToolError, ToolOutput};
+use halo_core::{Tool, ToolAnnotations, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -53,6 +53,12 @@ impl GrepTool {
 
 impl Tool for GrepTool {
     type Args = GrepArgs;
+
+    /// Reads only: runs concurrently with the step's other read-only calls, and again on
+    /// resume when interrupted.
+    fn annotations(&self) -> ToolAnnotations {
+        ToolAnnotations::READ_ONLY
+    }
 
     fn name(&self) -> &str {
         "grep"

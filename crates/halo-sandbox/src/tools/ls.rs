@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use halo_core::sandbox::FileKind;
-use halo_core::{Tool, ToolError, ToolOutput};
+use halo_core::{Tool, ToolAnnotations, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -36,6 +36,12 @@ impl LsTool {
 
 impl Tool for LsTool {
     type Args = LsArgs;
+
+    /// Reads only: runs concurrently with the step's other read-only calls, and again on
+    /// resume when interrupted.
+    fn annotations(&self) -> ToolAnnotations {
+        ToolAnnotations::READ_ONLY
+    }
 
     fn name(&self) -> &str {
         "ls"

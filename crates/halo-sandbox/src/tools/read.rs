@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use halo_core::sandbox::{FileKind, SandboxError, SandboxPath};
-use halo_core::{Tool, ToolError, ToolOutput};
+use halo_core::{Tool, ToolAnnotations, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -51,6 +51,12 @@ impl ReadTool {
 
 impl Tool for ReadTool {
     type Args = ReadArgs;
+
+    /// Reads only: runs concurrently with the step's other read-only calls, and again on
+    /// resume when interrupted.
+    fn annotations(&self) -> ToolAnnotations {
+        ToolAnnotations::READ_ONLY
+    }
 
     fn name(&self) -> &str {
         "read"

@@ -240,3 +240,36 @@ fn a_virtual_sandbox_has_the_same_specs_without_bash() {
         serde_json::to_vec(&container[..6]).unwrap()
     );
 }
+
+// The engine runs read-only calls of a step concurrently and re-runs them on resume; the
+// tools that write or run commands must never be marked so.
+#[test]
+fn only_the_reading_tools_are_read_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let marks: Vec<(String, bool, bool)> = ContainerSandbox::new(dir.path())
+        .unwrap()
+        .tools()
+        .iter()
+        .map(|t| {
+            let a = t.annotations();
+            (t.spec().name, a.read_only, a.idempotent)
+        })
+        .collect();
+    let expected: Vec<(String, bool, bool)> = [
+        ("read", true, true),
+        ("write", false, false),
+        ("edit", false, false),
+        ("ls", true, true),
+        ("glob", true, true),
+        ("grep", true, true),
+        ("bash", false, false),
+    ]
+    .iter()
+    .map(|(n, r, i)| (n.to_string(), *r, *i))
+    .collect();
+    let mut got = marks.clone();
+    got.sort();
+    let mut want = expected;
+    want.sort();
+    assert_eq!(got, want);
+}
