@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime};
 use backon::{ExponentialBuilder, Retryable};
 use bytes::Bytes;
 use futures::{Stream, StreamExt as _, TryStreamExt as _};
-use halo_core::ModelError;
+use halo_core::{InvalidRequestKind, ModelError};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Map, Value};
@@ -353,30 +353,41 @@ fn with_note(err: ModelError, note: &str) -> ModelError {
         }
         format!("{message}; {note}")
     };
+    map_message(err, add)
+}
+
+/// `err` with its message (the provider's excerpt, or the whole text of a variant without
+/// one) passed through `f`; everything else of it is kept.
+pub(crate) fn map_message(err: ModelError, f: impl FnOnce(String) -> String) -> ModelError {
     match err {
-        ModelError::Transport(m) => ModelError::Transport(add(m)),
-        ModelError::Truncated(m) => ModelError::Truncated(add(m)),
-        ModelError::InvalidResponse(m) => ModelError::InvalidResponse(add(m)),
-        ModelError::Unsupported(m) => ModelError::Unsupported(add(m)),
-        ModelError::Other(m) => ModelError::Other(add(m)),
-        ModelError::InvalidRequest { status, message } => ModelError::InvalidRequest {
+        ModelError::Transport(m) => ModelError::Transport(f(m)),
+        ModelError::Truncated(m) => ModelError::Truncated(f(m)),
+        ModelError::InvalidResponse(m) => ModelError::InvalidResponse(f(m)),
+        ModelError::Unsupported(m) => ModelError::Unsupported(f(m)),
+        ModelError::Other(m) => ModelError::Other(f(m)),
+        ModelError::InvalidRequest {
             status,
-            message: add(message),
+            kind,
+            message,
+        } => ModelError::InvalidRequest {
+            status,
+            kind,
+            message: f(message),
         },
         ModelError::Authentication { status, message } => ModelError::Authentication {
             status,
-            message: add(message),
+            message: f(message),
         },
         ModelError::InsufficientBalance { status, message } => ModelError::InsufficientBalance {
             status,
-            message: add(message),
+            message: f(message),
         },
         ModelError::RateLimited {
             retry_after,
             message,
         } => ModelError::RateLimited {
             retry_after,
-            message: add(message),
+            message: f(message),
         },
         ModelError::Server {
             status,
@@ -385,13 +396,60 @@ fn with_note(err: ModelError, note: &str) -> ModelError {
         } => ModelError::Server {
             status,
             retry_after,
-            message: add(message),
+            message: f(message),
+        },
+        ModelError::Stream {
+            provider_type,
+            code,
+            invalid_request,
+            retryable,
+            message,
+        } => ModelError::Stream {
+            provider_type,
+            code,
+            invalid_request,
+            retryable,
+            message: f(message),
         },
         ModelError::Http { status, message } => ModelError::Http {
             status,
-            message: add(message),
+            message: f(message),
         },
         other => other,
+    }
+}
+
+/// An error the provider reported inside a 200 answer, as [`ModelError::Stream`]:
+/// `provider_type` and `code` as sent, and `status`, the HTTP status the provider pairs with
+/// that type or code (`None` when neither names one), deciding the policy the same way an
+/// HTTP answer with that status would: 400, 404, 413 and 422 are an invalid request (of
+/// `kind`), 429 and 5xx are retryable, anything else neither. A `kind` the message names
+/// makes it an invalid request whatever the status.
+pub(crate) fn stream_error(
+    provider_type: Option<String>,
+    code: Option<String>,
+    status: Option<u16>,
+    kind: InvalidRequestKind,
+    message: String,
+) -> ModelError {
+    let invalid =
+        matches!(status, Some(400 | 404 | 413 | 422)) || kind != InvalidRequestKind::Other;
+    let retryable = !invalid && matches!(status, Some(429 | 500 | 502 | 503 | 504 | 529));
+    ModelError::Stream {
+        provider_type,
+        code,
+        invalid_request: invalid.then_some(kind),
+        retryable,
+        message,
+    }
+}
+
+/// A field of an error object as text: a non-empty string as it is, a number as its digits.
+pub(crate) fn error_field(error: &Value, field: &str) -> Option<String> {
+    match error.get(field)? {
+        Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_string()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
     }
 }
 
@@ -694,6 +752,7 @@ mod tests {
         };
         let bad = ModelError::InvalidRequest {
             status: 400,
+            kind: InvalidRequestKind::Other,
             message: "bad".into(),
         };
         let too_long = "the provider asked to wait longer than the 60 s the adapter waits \

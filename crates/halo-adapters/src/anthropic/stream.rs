@@ -17,8 +17,9 @@
 //!   that input's JSON as the first fragment.
 //! - `message_delta`: `stop_reason` and `usage` (cumulative: fields overwrite, never add).
 //! - `message_stop`: the turn is complete; nothing after it is read.
-//! - `ping` and unknown event types are ignored; `error` is mapped by its `error.type`
-//!   ([`in_stream`](super::error::in_stream): `overloaded_error` is retryable).
+//! - `ping` and unknown event types are ignored; `error` is [`ModelError::Stream`] with its
+//!   `error.type` ([`in_stream`](super::error::in_stream): `overloaded_error` is
+//!   retryable).
 //!
 //! A stream is complete at `message_stop`, or at its end once `message_delta` brought a
 //! `stop_reason`. Ending before both is a cut stream: [`ModelError::Truncated`], and no tool
@@ -367,8 +368,8 @@ impl sse::Assemble for Assembler {
 /// # Errors
 /// - A cut stream (mid-event, or before `message_stop` and a `stop_reason`) →
 ///   [`ModelError::Truncated`], with no `Finish`.
-/// - An `error` event → the [`ModelError`] its `error.type` maps to
-///   (`overloaded_error` → [`ModelError::Server`] 529, retryable).
+/// - An `error` event → [`ModelError::Stream`]: status 200, its `error.type` kept
+///   (`overloaded_error` is retryable, `invalid_request_error` is not).
 /// - Data that is not JSON, or not UTF-8 → [`ModelError::InvalidResponse`].
 ///
 /// ```

@@ -34,7 +34,8 @@ use crate::sse;
 /// # Errors
 /// - The body ending mid-event, or before a chunk with a `finishReason` →
 ///   [`ModelError::Truncated`], with no `Finish`.
-/// - An `{"error": …}` chunk → the [`ModelError`] its `code` / `status` maps to.
+/// - An `{"error": …}` chunk → [`ModelError::Stream`]: status 200, its `status` and `code`
+///   kept; retryable when they name a 429 or 5xx.
 /// - Data that is not a `GenerateContentResponse`, or not UTF-8 →
 ///   [`ModelError::InvalidResponse`].
 ///

@@ -458,8 +458,8 @@ impl sse::Assemble for Assembler {
 ///   [`ModelError::Truncated`], with no `Finish`; so is DeepSeek's
 ///   `insufficient_system_resource` finish reason.
 /// - An error the provider reports mid-stream (`{"error": …}` data, `event: error`, or old
-///   llama.cpp's `error:` line) → the [`ModelError`] its status maps to, as for an HTTP
-///   error; see [`OpenAiCompatible::stream`](super::OpenAiCompatible).
+///   llama.cpp's `error:` line) → [`ModelError::Stream`] (status 200, the provider's type
+///   and code); see [`OpenAiCompatible::stream`](super::OpenAiCompatible).
 /// - Data that is not a `chat.completion.chunk`, or not UTF-8 →
 ///   [`ModelError::InvalidResponse`].
 ///

@@ -10,8 +10,8 @@ use halo_adapters::sim::openai::{
 use halo_adapters::sim::{SimReply, common_prefix, count_tokens};
 use halo_core::tool::{Tool, ToolError, ToolOutput};
 use halo_core::{
-    GenerationOptions, HaloAgent, Message, ModelAdapter, ModelError, ModelRequest,
-    ModelStreamEvent, StablePrefix, ToolCall,
+    GenerationOptions, HaloAgent, InvalidRequestKind, Message, ModelAdapter, ModelError,
+    ModelRequest, ModelStreamEvent, StablePrefix, ToolCall,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -295,7 +295,11 @@ async fn orphan_tool_calls_and_results_get_openai_shaped_400s() {
         .await
         .unwrap_err();
     match err {
-        ModelError::InvalidRequest { status, message } => {
+        ModelError::InvalidRequest {
+            status,
+            kind: InvalidRequestKind::Other,
+            message,
+        } => {
             assert_eq!(status, 400);
             assert!(message.contains("call_7"), "{message}");
         }

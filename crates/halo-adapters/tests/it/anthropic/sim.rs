@@ -17,8 +17,8 @@ use halo_adapters::sim::{SimReply, count_tokens};
 use halo_core::ledger::CacheVerdict;
 use halo_core::tool::{NoArgs, Tool, ToolError, ToolOutput};
 use halo_core::{
-    AgentEvent, AssistantMessage, GenerationOptions, HaloAgent, Message, ModelAdapter, ModelError,
-    StablePrefix, StepResult, ToolCall,
+    AgentEvent, AssistantMessage, GenerationOptions, HaloAgent, InvalidRequestKind, Message,
+    ModelAdapter, ModelError, StablePrefix, StepResult, ToolCall,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -363,6 +363,7 @@ async fn the_simulator_rejects_an_unanswered_tool_use_in_anthropics_shape() {
         .unwrap_err();
     let ModelError::InvalidRequest {
         status: 400,
+        kind: InvalidRequestKind::Other,
         message,
     } = &err
     else {

@@ -7,8 +7,8 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use halo_adapters::anthropic::decode_stream;
 use halo_core::{
-    FinishReason, GenerationOptions, Message, ModelAdapter, ModelError, ModelResponse,
-    ModelStreamEvent, Reasoning, Usage,
+    FinishReason, GenerationOptions, InvalidRequestKind, Message, ModelAdapter, ModelError,
+    ModelResponse, ModelStreamEvent, Reasoning, Usage,
 };
 use serde_json::{Value, json};
 
@@ -276,14 +276,51 @@ fn an_overloaded_error_mid_stream_is_retryable_and_ends_the_stream() {
     let events = decode_all_splits(&body);
     assert_eq!(events[0], Ok(ModelStreamEvent::TextDelta("Partial".into())));
     let err = events[1].clone().unwrap_err();
-    assert_eq!(err.status(), Some(529));
+    // Trigger: this error read as HTTP 529, like an overload answered before the stream.
+    assert_eq!(
+        err,
+        ModelError::Stream {
+            provider_type: Some("overloaded_error".into()),
+            code: None,
+            invalid_request: None,
+            retryable: true,
+            message: "Overloaded".into(),
+        }
+    );
+    assert_eq!(err.status(), Some(200));
     assert!(err.is_retryable(), "{err:?}");
-    assert!(
-        err.to_string()
-            .contains("Overloaded (type overloaded_error)"),
-        "{err}"
+    assert_eq!(
+        err.to_string(),
+        "the provider reported an error mid-stream (HTTP 200, type overloaded_error): \
+         Overloaded; try again"
     );
     assert_eq!(events.len(), 2, "nothing after the error");
+}
+
+#[test]
+fn an_invalid_request_error_mid_stream_is_not_retryable_and_keeps_its_kind() {
+    let body = start(basic_usage())
+        + &block_start(0, json!({"type": "text", "text": ""}))
+        + &text(0, "Partial")
+        + &event(json!({"type": "error", "error": {
+            "type": "invalid_request_error",
+            "message": "prompt is too long: 208310 tokens > 200000 maximum"
+        }}));
+    let events = decode_all_splits(&body);
+    let err = events[1].clone().unwrap_err();
+    assert_eq!(
+        err,
+        ModelError::Stream {
+            provider_type: Some("invalid_request_error".into()),
+            code: None,
+            invalid_request: Some(InvalidRequestKind::ContextWindowExceeded),
+            retryable: false,
+            message: "prompt is too long: 208310 tokens > 200000 maximum".into(),
+        }
+    );
+    assert!(err.is_context_window_exceeded());
+    assert!(!err.is_retryable());
+    assert_eq!(err.status(), Some(200));
 }
 
 #[test]

@@ -4,8 +4,8 @@
 
 use futures::StreamExt as _;
 use halo_core::{
-    FinishReason, GenerationOptions, Message, ModelAdapter, ModelError, ModelStreamEvent,
-    Reasoning, StablePrefix, Usage,
+    FinishReason, GenerationOptions, InvalidRequestKind, Message, ModelAdapter, ModelError,
+    ModelStreamEvent, Reasoning, StablePrefix, Usage,
 };
 use serde_json::{Value, json};
 use wiremock::matchers::{header, method, path, query_param};
@@ -228,7 +228,8 @@ async fn a_stream_cut_before_its_finish_reason_is_truncated_and_its_call_is_drop
 }
 
 #[tokio::test]
-async fn an_error_chunk_mid_stream_maps_by_its_status() {
+async fn an_error_chunk_mid_stream_keeps_status_200_and_its_status_and_code() {
+    // Trigger: this chunk read as HTTP 503, like an overload answered before the stream.
     let body = sse(&[
         chunk(json!([{"text": "Hi"}]), None, None),
         json!({"error": {"code": 503, "message": "The model is overloaded.", "status": "UNAVAILABLE"}}),
@@ -236,16 +237,46 @@ async fn an_error_chunk_mid_stream_maps_by_its_status() {
     let server = fake(body).await;
     let events = run(&server).await;
     assert_eq!(events[0], Ok(ModelStreamEvent::TextDelta("Hi".into())));
-    match events.last() {
-        Some(Err(ModelError::Server {
-            status: 503,
-            message,
-            ..
-        })) => {
-            assert_eq!(message, "The model is overloaded. (status UNAVAILABLE)");
+    let Some(Err(err)) = events.last() else {
+        panic!("{events:?}")
+    };
+    assert_eq!(
+        err,
+        &ModelError::Stream {
+            provider_type: Some("UNAVAILABLE".into()),
+            code: Some("503".into()),
+            invalid_request: None,
+            retryable: true,
+            message: "The model is overloaded.".into(),
         }
-        other => panic!("{other:?}"),
-    }
+    );
+    assert_eq!(err.status(), Some(200));
+}
+
+#[tokio::test]
+async fn an_invalid_argument_chunk_mid_stream_is_not_retryable_and_keeps_its_kind() {
+    let body = sse(&[
+        chunk(json!([{"text": "Hi"}]), None, None),
+        json!({"error": {"code": 400, "message": "The input token count (132478) exceeds the maximum number of tokens allowed (131072).", "status": "INVALID_ARGUMENT"}}),
+    ]);
+    let server = fake(body).await;
+    let events = run(&server).await;
+    let Some(Err(err)) = events.last() else {
+        panic!("{events:?}")
+    };
+    assert_eq!(
+        err,
+        &ModelError::Stream {
+            provider_type: Some("INVALID_ARGUMENT".into()),
+            code: Some("400".into()),
+            invalid_request: Some(InvalidRequestKind::ContextWindowExceeded),
+            retryable: false,
+            message: "The input token count (132478) exceeds the maximum number of tokens \
+                      allowed (131072)."
+                .into(),
+        }
+    );
+    assert!(err.is_context_window_exceeded());
 }
 
 #[tokio::test]
