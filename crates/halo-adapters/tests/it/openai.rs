@@ -504,6 +504,35 @@ async fn custom_server_without_cache_fields_reports_unknown_not_zero() {
 }
 
 #[tokio::test]
+async fn llama_cpp_timings_without_usage_give_input_cache_and_output() {
+    // Trigger: a llama-server build that sends `timings` and no `usage` lost every count.
+    let timings = json!({
+        "cache_n": 236, "prompt_n": 14, "prompt_ms": 51.2, "prompt_per_token_ms": 3.66,
+        "prompt_per_second": 273.4, "predicted_n": 9, "predicted_ms": 80.1,
+        "predicted_per_token_ms": 8.9, "predicted_per_second": 112.4
+    });
+    let fake = FakeChat::start([Completion::new(Shape::Bare)
+        .text("from llama.cpp")
+        .field("timings", timings)
+        .respond()])
+    .await;
+    let turn = call(&custom(&fake), &prefix(), &GenerationOptions::default())
+        .await
+        .unwrap();
+    fake.finish();
+    assert_eq!(
+        turn.usage,
+        Usage {
+            input_tokens: Some(250),
+            output_tokens: Some(9),
+            cache_read_tokens: Some(236),
+            cache_write_tokens: None,
+            reasoning_tokens: None,
+        }
+    );
+}
+
+#[tokio::test]
 async fn openai_usage_reads_cache_reads_writes_and_reasoning() {
     let usage = json!({
         "prompt_tokens": 2048, "completion_tokens": 300, "total_tokens": 2348,

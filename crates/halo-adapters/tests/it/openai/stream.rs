@@ -438,6 +438,43 @@ async fn error_payloads_mid_stream_keep_status_200_with_type_and_code() {
 }
 
 #[tokio::test]
+async fn llama_cpp_timings_on_the_final_chunk_give_the_usage() {
+    // Trigger: llama-server's final chunk with `timings` and no `usage` lost every count.
+    let final_chunk = json!({
+        "choices": [{"finish_reason": "stop", "index": 0, "delta": {}}],
+        "created": 1_750_000_000,
+        "id": "chatcmpl-llama",
+        "model": "qwen2.5-7b-instruct",
+        "system_fingerprint": "b6000-abcdef01",
+        "object": "chat.completion.chunk",
+        "timings": {
+            "cache_n": 236, "prompt_n": 14, "prompt_ms": 51.2, "prompt_per_token_ms": 3.66,
+            "prompt_per_second": 273.4, "predicted_n": 9, "predicted_ms": 80.1,
+            "predicted_per_token_ms": 8.9, "predicted_per_second": 112.4
+        }
+    });
+    let body = Turn::new(Shape::Bare)
+        .text("from llama.cpp")
+        .raw_chunk(final_chunk)
+        .done()
+        .body(Ending::Lf);
+    let server = SplitServer::start([Reply::Pieces(byte_pieces(&body, 64))]).await;
+    let got = stream_call(&bare(server.base_url())).await;
+    server.finish();
+    assert_eq!(
+        got.turn().usage,
+        Usage {
+            input_tokens: Some(250),
+            output_tokens: Some(9),
+            cache_read_tokens: Some(236),
+            cache_write_tokens: None,
+            reasoning_tokens: None,
+        }
+    );
+    assert_eq!(got.turn().finish_reason, FinishReason::Stop);
+}
+
+#[tokio::test]
 async fn the_old_llama_cpp_error_field_line_is_an_error() {
     // Old llama-server: `error: {json}` instead of a data line, then [DONE].
     let body = Turn::new(Shape::Bare)
