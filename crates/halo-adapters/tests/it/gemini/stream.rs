@@ -163,6 +163,51 @@ async fn thoughts_text_and_a_function_call_stream_then_stop_with_usage() {
 }
 
 #[tokio::test]
+async fn parallel_calls_across_chunks_keep_the_order_of_their_parts() {
+    // Parts carry no index: the turn lists calls in part order, chunk after chunk.
+    let body = sse(&[
+        chunk(
+            json!([{"functionCall": {"id": "c1", "name": "read_file", "args": {"path": "a"}}, "thoughtSignature": "sig"},
+                   {"functionCall": {"id": "c2", "name": "list_dir", "args": {}}}]),
+            None,
+            None,
+        ),
+        chunk(
+            json!([{"functionCall": {"id": "c3", "name": "read_file", "args": {"path": "b"}}}]),
+            Some("STOP"),
+            None,
+        ),
+    ]);
+    let server = fake(body).await;
+    let events = run(&server).await;
+    let Some(Ok(ModelStreamEvent::Finish(turn))) = events.last() else {
+        panic!("{events:?}")
+    };
+    let calls: Vec<_> = turn
+        .message
+        .tool_calls
+        .iter()
+        .map(|c| (c.id.as_str(), c.name.as_str(), c.raw_arguments.as_str()))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("c1", "read_file", "{\"path\":\"a\"}"),
+            ("c2", "list_dir", "{}"),
+            ("c3", "read_file", "{\"path\":\"b\"}"),
+        ]
+    );
+    let starts: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            Ok(ModelStreamEvent::ToolCallStart { index, id, .. }) => Some((*index, id.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(starts, [(0, "c1"), (1, "c2"), (2, "c3")]);
+}
+
+#[tokio::test]
 async fn a_text_answer_ends_at_the_end_of_the_body_and_keeps_its_signature() {
     let body = sse(&[
         chunk(json!([{"text": "Hel"}]), None, None),

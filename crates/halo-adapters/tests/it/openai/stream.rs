@@ -127,7 +127,11 @@ async fn stream_call(model: &OpenAiCompatible) -> Streamed {
             .iter()
             .map(|c| (c.id.clone(), c.name.clone(), c.raw_arguments.clone()))
             .collect();
-        assert_eq!(calls, finished, "tool-call deltas add up");
+        // Per call: the turn orders calls by wire index, the events by first appearance.
+        let (mut by_id, mut finished) = (calls, finished);
+        by_id.sort();
+        finished.sort();
+        assert_eq!(by_id, finished, "tool-call deltas add up");
     }
     streamed
 }
@@ -778,6 +782,53 @@ async fn parallel_calls_interleave_within_and_across_chunks() {
         "{\"a\":3,\"b\":4}",
         json!({"a": 3, "b": 4}),
     );
+    assert_eq!(got.turn().finish_reason, FinishReason::ToolCalls);
+}
+
+#[tokio::test]
+async fn parallel_calls_started_out_of_index_order_keep_the_providers_index_order() {
+    // Trigger: index 1 started before index 0, and the turn listed call_b first.
+    let fake = FakeChat::start([Turn::new(Shape::OpenAi)
+        .calls(vec![start(1, "call_b", "clock")])
+        .calls(vec![start(0, "call_a", "add"), args(1, "{}")])
+        .calls(vec![args(0, "{\"a\":1,\"b\":2}")])
+        .calls(vec![
+            start(2, "call_c", "add"),
+            args(2, "{\"a\":3,\"b\":4}"),
+        ])
+        .finish("tool_calls")
+        .usage_chunk(openai_usage(100, 30, 0))
+        .done()
+        .respond()])
+    .await;
+    let model = OpenAiCompatible::openai("gpt-4o-mini")
+        .api_key(KEY)
+        .base_url(fake.base_url())
+        .build()
+        .unwrap();
+    let got = stream_call(&model).await;
+    fake.finish();
+    // The events number calls as they appear, so each delta names its call from the start.
+    let starts: Vec<_> = got
+        .deltas
+        .iter()
+        .filter_map(|d| match d {
+            ModelStreamEvent::ToolCallStart { index, id, .. } => Some((*index, id.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(starts, [(0, "call_b"), (1, "call_a"), (2, "call_c")]);
+    let calls = &got.turn().message.tool_calls;
+    let ids: Vec<_> = calls.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["call_a", "call_b", "call_c"], "wire index order");
+    assert_call(
+        &calls[0],
+        "call_a",
+        "add",
+        "{\"a\":1,\"b\":2}",
+        json!({"a": 1, "b": 2}),
+    );
+    assert_call(&calls[1], "call_b", "clock", "{}", json!({}));
     assert_eq!(got.turn().finish_reason, FinishReason::ToolCalls);
 }
 
