@@ -90,8 +90,9 @@ pub(crate) fn from_status(
 /// 200 body holding an `error`) to [`ModelError::Stream`]: status 200, the error's
 /// `status` (`UNAVAILABLE`, `INVALID_ARGUMENT`) as the provider type and its `code` (`503`)
 /// as the code. Its policy is that of the HTTP status the code is, or Google pairs with the
-/// status name ([`status_for_name`]): 429 and 5xx retryable, 400 an invalid request of the
-/// kind [`invalid_request_kind`] reads; an error that names neither is not retryable.
+/// status name ([`status_for_name`]): 429 and 5xx retryable (except a per-day quota), 400
+/// an invalid request of the kind [`invalid_request_kind`] reads; an error that names
+/// neither is not retryable.
 pub(crate) fn in_stream(payload: &Value, secret: Option<&str>) -> ModelError {
     let error = error_object(payload).unwrap_or(payload);
     let status_name = error_field(error, "status");
@@ -100,7 +101,15 @@ pub(crate) fn in_stream(payload: &Value, secret: Option<&str>) -> ModelError {
         .and_then(Value::as_u64)
         .and_then(|n| u16::try_from(n).ok())
         .filter(|n| (400..600).contains(n))
-        .or_else(|| status_name.as_deref().and_then(status_for_name));
+        .or_else(|| status_name.as_deref().and_then(status_for_name))
+        // A per-day quota does not reset for hours: not retryable, as before the stream.
+        .map(|n| {
+            if n == 429 && is_daily_quota(error) {
+                402
+            } else {
+                n
+            }
+        });
     let message = match error.get("message").and_then(Value::as_str) {
         Some(m) => truncate(m.trim()),
         None => body_excerpt(&serde_json::to_vec(error).unwrap_or_default()),
@@ -437,6 +446,13 @@ mod tests {
         );
         assert!(e.is_retryable());
         assert_eq!(e.status(), Some(200));
+        let e = in_stream(
+            &json!({"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED", "details": [
+                {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"}]}
+            ]}}),
+            None,
+        );
+        assert!(!e.is_retryable(), "a per-day quota mid-stream: {e:?}");
         let e = in_stream(&json!({"error": {"message": "odd"}}), None);
         assert!(!e.is_retryable());
         assert_eq!(e.invalid_request_kind(), None);
