@@ -332,9 +332,11 @@ impl ModelAdapter for AnthropicAdapter {
     /// Sends one Messages request, retrying retryable failures.
     ///
     /// # Errors
-    /// - HTTP 400, 404, 413 → [`ModelError::InvalidRequest`]; 401, 403 →
-    ///   [`ModelError::Authentication`]; 402 → [`ModelError::InsufficientBalance`]; none is
-    ///   retried.
+    /// - HTTP 400, 404, 413 → [`ModelError::InvalidRequest`], with its
+    ///   [`InvalidRequestKind`](halo_core::InvalidRequestKind) when the message names one
+    ///   (`prompt is too long`, a missing thinking block, an invalid `input_schema`); 401,
+    ///   403 → [`ModelError::Authentication`]; 402 → [`ModelError::InsufficientBalance`];
+    ///   none is retried.
     /// - HTTP 429 → [`ModelError::RateLimited`]; 500, 502, 503, 504, 529 →
     ///   [`ModelError::Server`]; both carry the `retry-after` delay and are retried up to
     ///   `max_retries` times first. Other statuses → [`ModelError::Http`].
@@ -342,7 +344,8 @@ impl ModelAdapter for AnthropicAdapter {
     ///   full URL, retried. An error returned after retries says how many were made and
     ///   over how many milliseconds (`gave up after 2 retries over 3012 ms`).
     /// - A 2xx body that is not a message → [`ModelError::InvalidResponse`]; a 2xx body
-    ///   holding an error → the error its `error.type` maps to.
+    ///   holding an error → [`ModelError::Stream`] (status 200, its `error.type`), as an
+    ///   `error` event would.
     /// - Content that cannot be sent → [`ModelError::Unsupported`] (see
     ///   [`request_body`](Self::request_body)).
     ///
@@ -368,10 +371,11 @@ impl ModelAdapter for AnthropicAdapter {
     /// - Before the stream: exactly those of [`generate`](Self::generate).
     /// - The connection failing mid-body, or the body ending before `message_stop` and a
     ///   `stop_reason` → [`ModelError::Truncated`] (retryable; the agent keeps nothing).
-    /// - An `error` event → the error its `error.type` maps to: `overloaded_error` →
-    ///   [`ModelError::Server`] 529 (retryable), `rate_limit_error` →
-    ///   [`ModelError::RateLimited`], `invalid_request_error` →
-    ///   [`ModelError::InvalidRequest`], an unknown type → [`ModelError::Other`].
+    /// - An `error` event → [`ModelError::Stream`]: status 200 and its `error.type`, so a
+    ///   caller can tell it from the same error answered before the stream;
+    ///   `overloaded_error`, `rate_limit_error`, `api_error` and `timeout_error` are
+    ///   retryable, `invalid_request_error` is an invalid request with the kind its message
+    ///   names, an unknown type neither.
     /// - Data that is not JSON → [`ModelError::InvalidResponse`].
     ///
     /// # Cancel safety

@@ -512,8 +512,11 @@ impl ModelAdapter for GeminiAdapter {
     /// is one, see the [module docs](self)), retrying retryable failures.
     ///
     /// # Errors
-    /// - HTTP 400 → [`ModelError::InvalidRequest`]; 401, 403 →
-    ///   [`ModelError::Authentication`]; 404 and other statuses → [`ModelError::Http`];
+    /// - HTTP 400 → [`ModelError::InvalidRequest`], with its
+    ///   [`InvalidRequestKind`](halo_core::InvalidRequestKind) when the message names one
+    ///   (the input token count over the maximum, a missing `thought_signature`, a rejected
+    ///   function declaration schema); 401, 403 → [`ModelError::Authentication`]; 404 and
+    ///   other statuses → [`ModelError::Http`];
     ///   each with the API's `message` and `status`. A 400/403/404 about the named cached
     ///   content is first answered by recreating it and retrying once.
     /// - HTTP 429 → [`ModelError::RateLimited`], except a per-day quota →
@@ -523,7 +526,8 @@ impl ModelAdapter for GeminiAdapter {
     ///   full URL, retried. An error returned after retries says how many were made and
     ///   over how many milliseconds (`gave up after 2 retries over 3012 ms`).
     /// - A 2xx body that is not a `GenerateContentResponse`, or has no candidate and no
-    ///   block reason → [`ModelError::InvalidResponse`].
+    ///   block reason → [`ModelError::InvalidResponse`]; a 2xx body holding an `error` →
+    ///   [`ModelError::Stream`] (status 200), as in a stream.
     ///
     /// Messages hold at most [`MAX_EXCERPT_BYTES`](crate::openai::MAX_EXCERPT_BYTES) of the
     /// provider's error text and never the API key.
@@ -568,7 +572,9 @@ impl ModelAdapter for GeminiAdapter {
     /// - Before the stream: exactly those of [`generate`](Self::generate).
     /// - The body ending before a chunk with a `finishReason`, or the connection failing
     ///   mid-body → [`ModelError::Truncated`] (retryable; the agent keeps nothing of it).
-    /// - An `{"error": …}` chunk → the error its status maps to.
+    /// - An `{"error": …}` chunk → [`ModelError::Stream`]: status 200, the error's
+    ///   `status` and `code` kept, retryable for `UNAVAILABLE`, `RESOURCE_EXHAUSTED` and
+    ///   other 429/5xx codes, an invalid request (with its kind) for a 400.
     /// - No event within [`first_event_timeout`](GeminiBuilder::first_event_timeout) →
     ///   [`ModelError::Transport`].
     ///

@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime};
 use backon::{ExponentialBuilder, Retryable};
 use bytes::Bytes;
 use futures::{Stream, StreamExt as _, TryStreamExt as _};
-use halo_core::ModelError;
+use halo_core::{InvalidRequestKind, ModelError};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::{Map, Value};
@@ -353,30 +353,41 @@ fn with_note(err: ModelError, note: &str) -> ModelError {
         }
         format!("{message}; {note}")
     };
+    map_message(err, add)
+}
+
+/// `err` with its message (the provider's excerpt, or the whole text of a variant without
+/// one) passed through `f`; everything else of it is kept.
+pub(crate) fn map_message(err: ModelError, f: impl FnOnce(String) -> String) -> ModelError {
     match err {
-        ModelError::Transport(m) => ModelError::Transport(add(m)),
-        ModelError::Truncated(m) => ModelError::Truncated(add(m)),
-        ModelError::InvalidResponse(m) => ModelError::InvalidResponse(add(m)),
-        ModelError::Unsupported(m) => ModelError::Unsupported(add(m)),
-        ModelError::Other(m) => ModelError::Other(add(m)),
-        ModelError::InvalidRequest { status, message } => ModelError::InvalidRequest {
+        ModelError::Transport(m) => ModelError::Transport(f(m)),
+        ModelError::Truncated(m) => ModelError::Truncated(f(m)),
+        ModelError::InvalidResponse(m) => ModelError::InvalidResponse(f(m)),
+        ModelError::Unsupported(m) => ModelError::Unsupported(f(m)),
+        ModelError::Other(m) => ModelError::Other(f(m)),
+        ModelError::InvalidRequest {
             status,
-            message: add(message),
+            kind,
+            message,
+        } => ModelError::InvalidRequest {
+            status,
+            kind,
+            message: f(message),
         },
         ModelError::Authentication { status, message } => ModelError::Authentication {
             status,
-            message: add(message),
+            message: f(message),
         },
         ModelError::InsufficientBalance { status, message } => ModelError::InsufficientBalance {
             status,
-            message: add(message),
+            message: f(message),
         },
         ModelError::RateLimited {
             retry_after,
             message,
         } => ModelError::RateLimited {
             retry_after,
-            message: add(message),
+            message: f(message),
         },
         ModelError::Server {
             status,
@@ -385,13 +396,60 @@ fn with_note(err: ModelError, note: &str) -> ModelError {
         } => ModelError::Server {
             status,
             retry_after,
-            message: add(message),
+            message: f(message),
+        },
+        ModelError::Stream {
+            provider_type,
+            code,
+            invalid_request,
+            retryable,
+            message,
+        } => ModelError::Stream {
+            provider_type,
+            code,
+            invalid_request,
+            retryable,
+            message: f(message),
         },
         ModelError::Http { status, message } => ModelError::Http {
             status,
-            message: add(message),
+            message: f(message),
         },
         other => other,
+    }
+}
+
+/// An error the provider reported inside a 200 answer, as [`ModelError::Stream`]:
+/// `provider_type` and `code` as sent, and `status`, the HTTP status the provider pairs with
+/// that type or code (`None` when neither names one), deciding the policy the same way an
+/// HTTP answer with that status would: 400, 404, 413 and 422 are an invalid request (of
+/// `kind`), 429 and 5xx are retryable, anything else neither. A `kind` the message names
+/// makes it an invalid request whatever the status.
+pub(crate) fn stream_error(
+    provider_type: Option<String>,
+    code: Option<String>,
+    status: Option<u16>,
+    kind: InvalidRequestKind,
+    message: String,
+) -> ModelError {
+    let invalid =
+        matches!(status, Some(400 | 404 | 413 | 422)) || kind != InvalidRequestKind::Other;
+    let retryable = !invalid && matches!(status, Some(429 | 500 | 502 | 503 | 504 | 529));
+    ModelError::Stream {
+        provider_type,
+        code,
+        invalid_request: invalid.then_some(kind),
+        retryable,
+        message,
+    }
+}
+
+/// A field of an error object as text: a non-empty string as it is, a number as its digits.
+pub(crate) fn error_field(error: &Value, field: &str) -> Option<String> {
+    match error.get(field)? {
+        Value::String(s) if !s.trim().is_empty() => Some(s.trim().to_string()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
     }
 }
 
@@ -460,6 +518,15 @@ pub(crate) fn is_html(body: &[u8]) -> bool {
 /// The text of an HTML page on one line: tags and comments removed, the contents of
 /// `<script>` and `<style>` dropped, whitespace runs made one space. Character references
 /// (`&amp;`) are left as they are.
+///
+/// # Why not a crate
+/// `nanohtml2text` 0.3.0 (zero dependencies, MIT) was measured against this function's
+/// cases (Oct 2026) and kept out: on a body cut inside a tag (`…Bad <b>gateway</b><br`,
+/// as a proxy's truncated page ends) its text ends in the markup `gateway<br`, which this
+/// function drops; and it discards `<head>`, so a page whose only text is its `<title>`
+/// (`<title>502 Bad Gateway</title>` and an empty body) becomes an empty excerpt. It
+/// passed the rest: the nginx 404 and Python `http.server` 501 pages (without their
+/// `<title>` repeated), `<script>` and `<style>` in `<head>` and `<body>`, comments.
 fn html_text(html: &str) -> String {
     // ASCII lowercasing keeps every byte offset, so `lower` indexes `html` too.
     let lower = html.to_ascii_lowercase();
@@ -694,6 +761,7 @@ mod tests {
         };
         let bad = ModelError::InvalidRequest {
             status: 400,
+            kind: InvalidRequestKind::Other,
             message: "bad".into(),
         };
         let too_long = "the provider asked to wait longer than the 60 s the adapter waits \
@@ -839,6 +907,9 @@ mod tests {
         let page = b"<HTML><HEAD><STYLE>body { color: red }</STYLE><script src=x>var a = '<p>';\
             </script></HEAD><!-- a <b>comment</b> --><BODY>Bad <b>gateway</b><br";
         assert_eq!(body_excerpt(page), "Bad gateway");
+        // A page whose only text is its title keeps it.
+        let titled = b"<html><head><title>502 Bad Gateway</title></head><body></body></html>";
+        assert_eq!(body_excerpt(titled), "502 Bad Gateway");
         // JSON, XML and plain text are not HTML.
         assert!(!is_html(br#"{"error": "<html>"}"#));
         assert!(!is_html(

@@ -280,47 +280,7 @@ impl OpenAiCompatible {
 
     /// The API key removed from an error's message (some servers echo request headers).
     fn redact(&self, e: ModelError) -> ModelError {
-        let r = |m: String| http::redact(m, self.secret());
-        match e {
-            ModelError::InvalidResponse(m) => ModelError::InvalidResponse(r(m)),
-            ModelError::Truncated(m) => ModelError::Truncated(r(m)),
-            ModelError::Other(m) => ModelError::Other(r(m)),
-            ModelError::InvalidRequest { status, message } => ModelError::InvalidRequest {
-                status,
-                message: r(message),
-            },
-            ModelError::Authentication { status, message } => ModelError::Authentication {
-                status,
-                message: r(message),
-            },
-            ModelError::InsufficientBalance { status, message } => {
-                ModelError::InsufficientBalance {
-                    status,
-                    message: r(message),
-                }
-            }
-            ModelError::RateLimited {
-                retry_after,
-                message,
-            } => ModelError::RateLimited {
-                retry_after,
-                message: r(message),
-            },
-            ModelError::Server {
-                status,
-                retry_after,
-                message,
-            } => ModelError::Server {
-                status,
-                retry_after,
-                message: r(message),
-            },
-            ModelError::Http { status, message } => ModelError::Http {
-                status,
-                message: r(message),
-            },
-            other => other,
-        }
+        http::map_message(e, |m| http::redact(m, self.secret()))
     }
 
     /// The streaming call: open the stream (with retries, which end at the first byte of a
@@ -401,9 +361,12 @@ impl ModelAdapter for OpenAiCompatible {
     /// Sends one chat-completions request, retrying retryable failures.
     ///
     /// # Errors
-    /// - HTTP 400, 422 → [`ModelError::InvalidRequest`]; 401, 403 →
-    ///   [`ModelError::Authentication`]; 402, or 429 with `insufficient_quota` →
-    ///   [`ModelError::InsufficientBalance`] (not retryable).
+    /// - HTTP 400, 422 → [`ModelError::InvalidRequest`], with its
+    ///   [`InvalidRequestKind`](halo_core::InvalidRequestKind) when the code or message
+    ///   names one (OpenAI `context_length_exceeded`, DeepSeek's "maximum context length"
+    ///   and reasoning replay, llama.cpp `exceed_context_size_error`, OpenAI
+    ///   `invalid_function_parameters`); 401, 403 → [`ModelError::Authentication`]; 402, or
+    ///   429 with `insufficient_quota` → [`ModelError::InsufficientBalance`] (not retryable).
     /// - HTTP 429 → [`ModelError::RateLimited`]; 500, 502, 503, 504, 529 →
     ///   [`ModelError::Server`]; both carry the `retry-after-ms` / `retry-after` delay and
     ///   are retried up to `max_retries` times first. Other statuses → [`ModelError::Http`].
@@ -443,9 +406,10 @@ impl ModelAdapter for OpenAiCompatible {
     ///   [`first_event_timeout`](OpenAiBuilder::first_event_timeout) of the response, however
     ///   many keep-alive comments came → [`ModelError::Transport`] (retryable).
     /// - An error event mid-stream (`{"error": …}`, `event: error`, or old llama.cpp's
-    ///   `error:` line) → the error its numeric `code` or its `type` maps to as an HTTP
-    ///   status (`server_error` → [`ModelError::Server`] 500, rate limits →
-    ///   [`ModelError::RateLimited`], …), else [`ModelError::Other`].
+    ///   `error:` line) → [`ModelError::Stream`]: status 200, the error's `type` and `code`
+    ///   as sent, retryable when they name an overload, a rate limit or a server error
+    ///   (`server_error`, `overloaded_error`, a numeric 5xx), an invalid request (with its
+    ///   kind, such as llama.cpp's `exceed_context_size_error`) when they name a 400.
     /// - Data that is not a chunk → [`ModelError::InvalidResponse`].
     ///
     /// # Cancel safety

@@ -79,6 +79,7 @@ pub use hook::{ToolCallDecision, ToolHook};
 pub use ledger::{CacheCheck, CacheLedger, CacheVerdict};
 pub use log::MessageLog;
 pub use message::{AssistantMessage, ContentPart, Message, Reasoning, ToolCall, ToolResult};
+pub use model::InvalidRequestKind;
 pub use model::{
     FinishReason, GenerationOptions, ModelAdapter, ModelError, ModelEventStream, ModelRequest,
     ModelResponse, ModelStreamEvent, ResponseFormat, SharedModel, ToolChoice, Usage,

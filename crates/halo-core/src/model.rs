@@ -158,16 +158,35 @@ pub struct ModelResponse {
     pub model: Option<String>,
 }
 
-/// Errors at the model boundary. Policy is in methods: [`is_retryable`](Self::is_retryable)
-/// and [`retry_after`](Self::retry_after). Messages never contain an API key.
+/// Errors at the model boundary. Policy is in methods: [`is_retryable`](Self::is_retryable),
+/// [`retry_after`](Self::retry_after), [`status`](Self::status) and
+/// [`is_context_window_exceeded`](Self::is_context_window_exceeded). Messages never contain
+/// an API key.
+///
+/// An error the provider answers *instead of* a response carries its HTTP status
+/// ([`InvalidRequest`](Self::InvalidRequest), [`RateLimited`](Self::RateLimited),
+/// [`Server`](Self::Server), ...). An error it reports *inside* an HTTP 200 answer, after
+/// the event stream began, is [`Stream`](Self::Stream): its status stays 200, and the
+/// provider's error type and code are kept as they were sent.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ModelError {
-    /// HTTP 400 or 422: the request was malformed or had invalid parameters.
-    #[error("the provider rejected the request (HTTP {status}): {message}")]
+    /// HTTP 400 or 422 (and 404 or 413 where the provider means "this request cannot
+    /// succeed"): the request was malformed or had invalid parameters. `kind` says what the
+    /// provider's message or code names, when the adapter recognizes it.
+    ///
+    /// `the request exceeds the model's context window (HTTP 400): prompt is too long: 208310
+    /// tokens > 200000 maximum (type invalid_request_error); shorten or compact the history`
+    #[error(
+        "{} (HTTP {status}): {message}{}",
+        .kind.headline(),
+        .kind.advice().map(|a| format!("; {a}")).unwrap_or_default()
+    )]
     InvalidRequest {
         /// HTTP status.
         status: u16,
+        /// What the provider rejected, read from its message or code.
+        kind: InvalidRequestKind,
         /// A bounded excerpt of the provider's error.
         message: String,
     },
@@ -205,6 +224,49 @@ pub enum ModelError {
         /// A bounded excerpt of the provider's error.
         message: String,
     },
+    /// An error the provider reported inside an HTTP 200 answer, after its event stream had
+    /// begun (or, from some gateways, as the whole 200 body): the OpenAI-compatible
+    /// `{"error": {...}}` chunk
+    /// (<https://github.com/openai/openai-python/blob/main/src/openai/_streaming.py>),
+    /// Anthropic's `error` event
+    /// (<https://platform.claude.com/docs/en/build-with-claude/streaming#error-events>),
+    /// llama.cpp's `error:` line or `{"error": ...}` chunk
+    /// (<https://github.com/ggml-org/llama.cpp/tree/master/tools/server>), a Gemini chunk
+    /// with an `error` (<https://ai.google.dev/api/generate-content>). [`status`](Self::status)
+    /// is `Some(200)`, so a caller can tell it from the same error answered before the
+    /// stream started; what the provider's type and code mean is in `retryable` and
+    /// `invalid_request`.
+    ///
+    /// `the provider reported an error mid-stream (HTTP 200, type overloaded_error):
+    /// Overloaded; try again`
+    #[error(
+        "{}",
+        fmt_stream(
+            .provider_type.as_deref(),
+            .code.as_deref(),
+            .invalid_request,
+            .retryable,
+            .message
+        )
+    )]
+    Stream {
+        /// The provider's error type as sent (`overloaded_error`, `invalid_request_error`,
+        /// `server_error`, `exceed_context_size_error`; Gemini's `status`, such as
+        /// `UNAVAILABLE`), if it sent one.
+        provider_type: Option<String>,
+        /// The provider's error code as sent, numbers as their digits
+        /// (`context_length_exceeded`, `400`, `503`), if it sent one.
+        code: Option<String>,
+        /// `Some` when the type or code says the request itself is invalid (what HTTP 400
+        /// would say), with what the message names; `None` for any other error.
+        invalid_request: Option<InvalidRequestKind>,
+        /// Whether the type or code says trying again later can succeed: an overload, a
+        /// rate limit or a server error (`overloaded_error`, `server_error`, 429, 5xx);
+        /// never an invalid request.
+        retryable: bool,
+        /// A bounded excerpt of the provider's error message.
+        message: String,
+    },
     /// Any other HTTP status.
     #[error("unexpected HTTP {status}: {message}")]
     Http {
@@ -234,6 +296,95 @@ pub enum ModelError {
     Other(String),
 }
 
+/// What the provider said is wrong with an invalid request, as the adapter read it from the
+/// provider's error code or message. Each adapter documents the exact codes and wordings it
+/// matches; an error it does not recognize is [`Other`](Self::Other).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum InvalidRequestKind {
+    /// The prompt (with room for the answer) does not fit the model's context window:
+    /// OpenAI's code `context_length_exceeded`, Anthropic's `prompt is too long: N tokens >
+    /// M maximum`, Gemini's `The input token count (N) exceeds the maximum number of tokens
+    /// allowed (M)`, DeepSeek's and vLLM's `This model's maximum context length is N
+    /// tokens`, llama.cpp's type `exceed_context_size_error`. Shorten or compact the
+    /// history, then send again.
+    ContextWindowExceeded,
+    /// The provider requires reasoning from earlier assistant turns to be sent back, and it
+    /// was not: DeepSeek's `The reasoning_content in the thinking mode must be passed back
+    /// to the API`, Gemini's `Function call is missing a thought_signature`, Anthropic's
+    /// `Expected thinking or redacted_thinking` on a final assistant turn. Replay each
+    /// turn's reasoning as the model returned it.
+    ReasoningReplayMissing,
+    /// The provider rejected a tool's parameter schema: Gemini's `Unknown name "…" at
+    /// 'tools[0].function_declarations[…]'`, OpenAI's code `invalid_function_parameters`,
+    /// Anthropic's `tools.N.custom.input_schema: JSON schema is invalid`. Change the schema
+    /// the message names.
+    ToolSchemaRejected,
+    /// Any other invalid request, or one the adapter does not recognize.
+    #[default]
+    Other,
+}
+
+impl InvalidRequestKind {
+    /// The start of the error message for this kind.
+    fn headline(self) -> &'static str {
+        match self {
+            InvalidRequestKind::ContextWindowExceeded => {
+                "the request exceeds the model's context window"
+            }
+            InvalidRequestKind::ReasoningReplayMissing => {
+                "the provider requires the reasoning of earlier turns sent back"
+            }
+            InvalidRequestKind::ToolSchemaRejected => "the provider rejected a tool's schema",
+            InvalidRequestKind::Other => "the provider rejected the request",
+        }
+    }
+
+    /// What to do, closing the error message; `None` for [`Other`](Self::Other), whose fix
+    /// only the provider's message can say.
+    fn advice(self) -> Option<&'static str> {
+        match self {
+            InvalidRequestKind::ContextWindowExceeded => Some("shorten or compact the history"),
+            InvalidRequestKind::ReasoningReplayMissing => {
+                Some("replay each assistant turn's reasoning exactly as the model returned it")
+            }
+            InvalidRequestKind::ToolSchemaRejected => {
+                Some("change the tool parameter schema the message names")
+            }
+            InvalidRequestKind::Other => None,
+        }
+    }
+}
+
+/// The message of [`ModelError::Stream`]: the kind's headline (or "the provider reported an
+/// error") with `mid-stream`, the status 200 and the provider's type and code, the message,
+/// and what to do.
+fn fmt_stream(
+    provider_type: Option<&str>,
+    code: Option<&str>,
+    invalid_request: &Option<InvalidRequestKind>,
+    retryable: &bool,
+    message: &str,
+) -> String {
+    let mut labels = vec!["HTTP 200".to_string()];
+    labels.extend(provider_type.map(|t| format!("type {t}")));
+    labels.extend(code.map(|c| format!("code {c}")));
+    let headline = match invalid_request {
+        Some(kind) => kind.headline(),
+        None => "the provider reported an error",
+    };
+    let advice = match invalid_request {
+        Some(kind) => kind.advice(),
+        None => retryable.then_some("try again"),
+    };
+    format!(
+        "{headline} mid-stream ({}): {message}{}",
+        labels.join(", "),
+        advice.map(|a| format!("; {a}")).unwrap_or_default()
+    )
+}
+
 fn fmt_retry(d: &Option<Duration>) -> String {
     match d {
         Some(d) => format!(", retry after {}", readable(*d)),
@@ -258,7 +409,9 @@ fn readable(d: Duration) -> String {
 }
 
 impl ModelError {
-    /// Whether trying the same request again later can succeed (429, 5xx, transport).
+    /// Whether trying the same request again later can succeed: 429, 5xx, transport
+    /// failures, cut streams, and a [`Stream`](Self::Stream) error whose type says so (an
+    /// overload mid-stream).
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
@@ -266,10 +419,15 @@ impl ModelError {
                 | ModelError::Server { .. }
                 | ModelError::Transport(_)
                 | ModelError::Truncated(_)
+                | ModelError::Stream {
+                    retryable: true,
+                    ..
+                }
         )
     }
 
-    /// The delay the provider asked for before a retry, if it gave one.
+    /// The delay the provider asked for before a retry, if it gave one. An error mid-stream
+    /// never carries one (no header comes with it).
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             ModelError::RateLimited { retry_after, .. }
@@ -278,7 +436,9 @@ impl ModelError {
         }
     }
 
-    /// The HTTP status behind the error, if there was one.
+    /// The HTTP status of the answer that carried the error: the error status of an answer
+    /// given instead of a response, `200` for an error reported mid-stream
+    /// ([`Stream`](Self::Stream)), `None` when there was no HTTP answer.
     pub fn status(&self) -> Option<u16> {
         match self {
             ModelError::InvalidRequest { status, .. }
@@ -287,8 +447,29 @@ impl ModelError {
             | ModelError::Server { status, .. }
             | ModelError::Http { status, .. } => Some(*status),
             ModelError::RateLimited { .. } => Some(429),
+            ModelError::Stream { .. } => Some(200),
             _ => None,
         }
+    }
+
+    /// What an invalid request was rejected for, whether the provider answered it before
+    /// the stream ([`InvalidRequest`](Self::InvalidRequest)) or mid-stream
+    /// ([`Stream`](Self::Stream)); `None` for any other error.
+    pub fn invalid_request_kind(&self) -> Option<InvalidRequestKind> {
+        match self {
+            ModelError::InvalidRequest { kind, .. } => Some(*kind),
+            ModelError::Stream {
+                invalid_request, ..
+            } => *invalid_request,
+            _ => None,
+        }
+    }
+
+    /// Whether the provider said the prompt does not fit the model's context window
+    /// ([`InvalidRequestKind::ContextWindowExceeded`], before or mid-stream): the request
+    /// can succeed only after the history is shortened or compacted.
+    pub fn is_context_window_exceeded(&self) -> bool {
+        self.invalid_request_kind() == Some(InvalidRequestKind::ContextWindowExceeded)
     }
 }
 
@@ -483,5 +664,92 @@ mod tests {
             message: "Insufficient Balance".into(),
         };
         assert!(!e.is_retryable());
+    }
+
+    #[test]
+    fn an_invalid_request_names_its_kind_and_what_to_do() {
+        let e = ModelError::InvalidRequest {
+            status: 400,
+            kind: InvalidRequestKind::ContextWindowExceeded,
+            message: "prompt is too long: 208310 tokens > 200000 maximum".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "the request exceeds the model's context window (HTTP 400): prompt is too long: \
+             208310 tokens > 200000 maximum; shorten or compact the history"
+        );
+        assert!(e.is_context_window_exceeded());
+        assert!(!e.is_retryable());
+        assert_eq!(e.status(), Some(400));
+        let e = ModelError::InvalidRequest {
+            status: 422,
+            kind: InvalidRequestKind::Other,
+            message: "bad field".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "the provider rejected the request (HTTP 422): bad field"
+        );
+        assert_eq!(e.invalid_request_kind(), Some(InvalidRequestKind::Other));
+        assert!(!e.is_context_window_exceeded());
+        let e = ModelError::InvalidRequest {
+            status: 400,
+            kind: InvalidRequestKind::ToolSchemaRejected,
+            message: "Unknown name \"const\"".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "the provider rejected a tool's schema (HTTP 400): Unknown name \"const\"; change \
+             the tool parameter schema the message names"
+        );
+    }
+
+    #[test]
+    fn a_mid_stream_error_keeps_status_200_type_and_code() {
+        // Trigger: Anthropic's mid-stream `overloaded_error` read as HTTP 529.
+        let overloaded = ModelError::Stream {
+            provider_type: Some("overloaded_error".into()),
+            code: None,
+            invalid_request: None,
+            retryable: true,
+            message: "Overloaded".into(),
+        };
+        assert_eq!(overloaded.status(), Some(200));
+        assert!(overloaded.is_retryable());
+        assert_eq!(overloaded.retry_after(), None);
+        assert_eq!(overloaded.invalid_request_kind(), None);
+        assert_eq!(
+            overloaded.to_string(),
+            "the provider reported an error mid-stream (HTTP 200, type overloaded_error): \
+             Overloaded; try again"
+        );
+        let context = ModelError::Stream {
+            provider_type: Some("exceed_context_size_error".into()),
+            code: Some("400".into()),
+            invalid_request: Some(InvalidRequestKind::ContextWindowExceeded),
+            retryable: false,
+            message: "request (4476 tokens) exceeds the available context size (4096 tokens)"
+                .into(),
+        };
+        assert!(context.is_context_window_exceeded());
+        assert!(!context.is_retryable());
+        assert_eq!(
+            context.to_string(),
+            "the request exceeds the model's context window mid-stream (HTTP 200, type \
+             exceed_context_size_error, code 400): request (4476 tokens) exceeds the \
+             available context size (4096 tokens); shorten or compact the history"
+        );
+        let odd = ModelError::Stream {
+            provider_type: None,
+            code: None,
+            invalid_request: None,
+            retryable: false,
+            message: "something odd".into(),
+        };
+        assert_eq!(
+            odd.to_string(),
+            "the provider reported an error mid-stream (HTTP 200): something odd"
+        );
+        assert!(!odd.is_retryable());
     }
 }

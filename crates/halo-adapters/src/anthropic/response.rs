@@ -136,8 +136,9 @@ pub(crate) fn redacted_reasoning(data: &str) -> Reasoning {
 ///
 /// # Errors
 /// [`ModelError::InvalidResponse`] when the body is not a message (not JSON, a `tool_use`
-/// block without an id or name); `stop_reason: "refusal"` → [`refusal_error`]; an error object inside a 200 body maps as an `error`
-/// event would ([`in_stream`](super::error::in_stream)). Excerpts never hold `secret`.
+/// block without an id or name); `stop_reason: "refusal"` → [`refusal_error`]; an error
+/// object inside a 200 body maps as an `error` event would
+/// ([`in_stream`](super::error::in_stream)). Excerpts never hold `secret`.
 pub(crate) fn parse(body: &[u8], secret: Option<&str>) -> Result<ModelResponse, ModelError> {
     let message: WireMessage = serde_json::from_slice(body).map_err(|e| {
         ModelError::InvalidResponse(redact(

@@ -12,13 +12,17 @@
 //!   provider's id, and each non-empty `input_json_delta` fragment →
 //!   [`ModelStreamEvent::ToolCallDelta`]. Fragments are concatenated per block index, so
 //!   calls whose deltas interleave stay apart; they are not parsed here. The event `index`
-//!   of a call is its position among the turn's tool calls, not the wire block index.
+//!   numbers the calls in order of their `content_block_start` (0-based); the assembled
+//!   turn lists calls, and thinking blocks, by block `index`, their place in the message's
+//!   `content` (the API starts blocks in that order; a gateway that interleaves them out of
+//!   order still gets the provider's order).
 //!   A `tool_use` start that already carries a non-empty `input` (some gateways) gives
 //!   that input's JSON as the first fragment.
 //! - `message_delta`: `stop_reason` and `usage` (cumulative: fields overwrite, never add).
 //! - `message_stop`: the turn is complete; nothing after it is read.
-//! - `ping` and unknown event types are ignored; `error` is mapped by its `error.type`
-//!   ([`in_stream`](super::error::in_stream): `overloaded_error` is retryable).
+//! - `ping` and unknown event types are ignored; `error` is [`ModelError::Stream`] with its
+//!   `error.type` ([`in_stream`](super::error::in_stream): `overloaded_error` is
+//!   retryable).
 //!
 //! A stream is complete at `message_stop`, or at its end once `message_delta` brought a
 //! `stop_reason`. Ending before both is a cut stream: [`ModelError::Truncated`], and no tool
@@ -88,6 +92,8 @@ enum Block {
 
 #[derive(Debug)]
 struct PendingCall {
+    /// The block index: its place in the message's content.
+    block: u64,
     id: String,
     name: String,
     arguments: String,
@@ -185,6 +191,7 @@ impl Assembler {
                     });
                 }
                 self.calls.push(PendingCall {
+                    block: index,
                     id: id.to_string(),
                     name: name.to_string(),
                     arguments,
@@ -318,7 +325,7 @@ impl sse::Assemble for Assembler {
     /// # Errors
     /// [`ModelError::Truncated`] when neither `message_stop` nor a `stop_reason` arrived;
     /// `stop_reason: "refusal"` → [`refusal_error`].
-    fn finish(self) -> Result<ModelResponse, ModelError> {
+    fn finish(mut self) -> Result<ModelResponse, ModelError> {
         if !self.done && self.stop_reason.is_none() {
             return Err(ModelError::Truncated(
                 "the stream ended before message_stop or a stop_reason".into(),
@@ -327,6 +334,9 @@ impl sse::Assemble for Assembler {
         if self.stop_reason.as_deref() == Some("refusal") {
             return Err(refusal_error(&self.text));
         }
+        // Stable sorts: the content order, whatever order the blocks started in.
+        self.blocks.sort_by_key(|(index, _)| *index);
+        self.calls.sort_by_key(|c| c.block);
         let mut reasoning = Vec::new();
         for (_, block) in self.blocks {
             match block {
@@ -367,8 +377,8 @@ impl sse::Assemble for Assembler {
 /// # Errors
 /// - A cut stream (mid-event, or before `message_stop` and a `stop_reason`) →
 ///   [`ModelError::Truncated`], with no `Finish`.
-/// - An `error` event → the [`ModelError`] its `error.type` maps to
-///   (`overloaded_error` → [`ModelError::Server`] 529, retryable).
+/// - An `error` event → [`ModelError::Stream`]: status 200, its `error.type` kept
+///   (`overloaded_error` is retryable, `invalid_request_error` is not).
 /// - Data that is not JSON, or not UTF-8 → [`ModelError::InvalidResponse`].
 ///
 /// ```

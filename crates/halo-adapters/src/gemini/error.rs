@@ -11,16 +11,19 @@
 
 use std::time::{Duration, SystemTime};
 
-use halo_core::ModelError;
+use halo_core::{InvalidRequestKind, ModelError};
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
 use super::config::GEMINI_API_KEY_VAR;
-use crate::http::{body_excerpt, redact, redact_body, retry_after, truncate};
+use crate::http::{
+    body_excerpt, error_field, redact, redact_body, retry_after, stream_error, truncate,
+};
 
 /// Maps a non-2xx answer of the Gemini API to a typed error.
 ///
-/// - 400 → [`ModelError::InvalidRequest`], except a bad key (400 `INVALID_ARGUMENT` with
+/// - 400 → [`ModelError::InvalidRequest`] (its kind read by [`invalid_request_kind`]),
+///   except a bad key (400 `INVALID_ARGUMENT` with
 ///   a `details[].reason` of `API_KEY_INVALID`) → [`ModelError::Authentication`] saying to
 ///   check `GEMINI_API_KEY`; 401, 403 → [`ModelError::Authentication`]; 404 and other
 ///   statuses → [`ModelError::Http`] (the adapter adds the full URL to a 404's message).
@@ -60,7 +63,11 @@ pub(crate) fn from_status(
             status,
             message: format!("{message}; check {GEMINI_API_KEY_VAR}"),
         },
-        400 => ModelError::InvalidRequest { status, message },
+        400 => ModelError::InvalidRequest {
+            status,
+            kind: error.map_or(InvalidRequestKind::Other, invalid_request_kind),
+            message,
+        },
         401 | 403 => ModelError::Authentication { status, message },
         429 if error.is_some_and(is_daily_quota) => ModelError::InsufficientBalance {
             status,
@@ -79,31 +86,86 @@ pub(crate) fn from_status(
     }
 }
 
-/// Maps an error reported inside a 200 event stream (`data: {"error": {…}}`): the error's
-/// `code` as an HTTP status through [`from_status`], else [`ModelError::Other`].
+/// Maps an error reported inside a 200 answer (`data: {"error": {…}}` in the stream, or a
+/// 200 body holding an `error`) to [`ModelError::Stream`]: status 200, the error's
+/// `status` (`UNAVAILABLE`, `INVALID_ARGUMENT`) as the provider type and its `code` (`503`)
+/// as the code. Its policy is that of the HTTP status the code is, or Google pairs with the
+/// status name ([`status_for_name`]): 429 and 5xx retryable (except a per-day quota), 400
+/// an invalid request of the kind [`invalid_request_kind`] reads; an error that names
+/// neither is not retryable.
 pub(crate) fn in_stream(payload: &Value, secret: Option<&str>) -> ModelError {
     let error = error_object(payload).unwrap_or(payload);
-    let code = error
+    let status_name = error_field(error, "status");
+    let status = error
         .get("code")
         .and_then(Value::as_u64)
         .and_then(|n| u16::try_from(n).ok())
         .filter(|n| (400..600).contains(n))
-        .or_else(|| {
-            error
-                .get("status")
-                .and_then(Value::as_str)
-                .and_then(status_for_name)
+        .or_else(|| status_name.as_deref().and_then(status_for_name))
+        // A per-day quota does not reset for hours: not retryable, as before the stream.
+        .map(|n| {
+            if n == 429 && is_daily_quota(error) {
+                402
+            } else {
+                n
+            }
         });
-    let body = serde_json::to_vec(&serde_json::json!({ "error": error })).unwrap_or_default();
-    match code {
-        Some(status) => from_status(status, &HeaderMap::new(), &body, secret),
-        None => ModelError::Other(redact(
-            format!(
-                "the provider reported an error mid-stream: {}",
-                status_message(error).unwrap_or_else(|| body_excerpt(&body))
-            ),
-            secret,
-        )),
+    let message = match error.get("message").and_then(Value::as_str) {
+        Some(m) => truncate(m.trim()),
+        None => body_excerpt(&serde_json::to_vec(error).unwrap_or_default()),
+    };
+    stream_error(
+        status_name,
+        error_field(error, "code"),
+        status,
+        invalid_request_kind(error),
+        redact(message, secret),
+    )
+}
+
+/// What an invalid request was rejected for, read from a Gemini error's `message` and its
+/// `google.rpc.BadRequest` `fieldViolations` (the wordings are the API's, as reported
+/// verbatim in public issues):
+///
+/// - [`InvalidRequestKind::ContextWindowExceeded`]: `The input token count (132478)
+///   exceeds the maximum number of tokens allowed (131072).`
+///   (<https://ai.google.dev/gemini-api/docs/long-context>; observed in
+///   `google-gemini/gemini-cli#4118`).
+/// - [`InvalidRequestKind::ReasoningReplayMissing`]: `Function call is missing a
+///   thought_signature in functionCall parts…`
+///   (<https://ai.google.dev/gemini-api/docs/thought-signatures>).
+/// - [`InvalidRequestKind::ToolSchemaRejected`]: a message about the tools' declarations,
+///   `Invalid JSON payload received. Unknown name "additionalProperties" at
+///   'tools[0].function_declarations[0].parameters': Cannot find field.`, or a field
+///   violation on a `tools[…]` field (<https://ai.google.dev/api/caching#Schema>: only an
+///   OpenAPI subset is accepted; `gemini/schema.rs` strips the rest).
+/// - anything else: [`InvalidRequestKind::Other`].
+pub(crate) fn invalid_request_kind(error: &Value) -> InvalidRequestKind {
+    let message = error
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let tools_field = details(error)
+        .flat_map(|d| {
+            d.get("fieldViolations")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+        })
+        .filter_map(|v| v.get("field").and_then(Value::as_str))
+        .any(|f| f.starts_with("tools[") || f.contains(".tools["));
+    if message.contains("input token count") && message.contains("exceeds the maximum") {
+        InvalidRequestKind::ContextWindowExceeded
+    } else if message.contains("missing a thought_signature") {
+        InvalidRequestKind::ReasoningReplayMissing
+    } else if tools_field
+        || message.contains("function_declarations")
+        || message.contains("functiondeclaration")
+    {
+        InvalidRequestKind::ToolSchemaRejected
+    } else {
+        InvalidRequestKind::Other
     }
 }
 
@@ -337,6 +399,7 @@ mod tests {
             e,
             ModelError::InvalidRequest {
                 status: 400,
+                kind: InvalidRequestKind::Other,
                 message: "API key not valid: [redacted] (status INVALID_ARGUMENT)".into()
             }
         );
@@ -362,19 +425,74 @@ mod tests {
     }
 
     #[test]
-    fn errors_mid_stream_map_by_code_or_status_name() {
+    fn errors_mid_stream_keep_status_200_and_read_policy_from_code_or_status_name() {
         let e = in_stream(
             &json!({"error": {"code": 503, "message": "overloaded", "status": "UNAVAILABLE"}}),
             None,
         );
-        assert!(matches!(e, ModelError::Server { status: 503, .. }));
+        assert_eq!(
+            e,
+            ModelError::Stream {
+                provider_type: Some("UNAVAILABLE".into()),
+                code: Some("503".into()),
+                invalid_request: None,
+                retryable: true,
+                message: "overloaded".into(),
+            }
+        );
         let e = in_stream(
             &json!({"error": {"message": "slow", "status": "RESOURCE_EXHAUSTED"}}),
             None,
         );
-        assert!(matches!(e, ModelError::RateLimited { .. }));
+        assert!(e.is_retryable());
+        assert_eq!(e.status(), Some(200));
+        let e = in_stream(
+            &json!({"error": {"code": 429, "message": "Quota exceeded", "status": "RESOURCE_EXHAUSTED", "details": [
+                {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [{"quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier"}]}
+            ]}}),
+            None,
+        );
+        assert!(!e.is_retryable(), "a per-day quota mid-stream: {e:?}");
         let e = in_stream(&json!({"error": {"message": "odd"}}), None);
-        assert!(matches!(e, ModelError::Other(_)));
+        assert!(!e.is_retryable());
+        assert_eq!(e.invalid_request_kind(), None);
+    }
+
+    #[test]
+    fn invalid_request_kinds_are_read_from_message_and_field_violations() {
+        let kind = |v: Value| invalid_request_kind(&v);
+        assert_eq!(
+            kind(
+                json!({"code": 400, "message": "The input token count (132478) exceeds the maximum number of tokens allowed (131072).", "status": "INVALID_ARGUMENT"})
+            ),
+            InvalidRequestKind::ContextWindowExceeded
+        );
+        assert_eq!(
+            kind(
+                json!({"code": 400, "message": "Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly.", "status": "INVALID_ARGUMENT"})
+            ),
+            InvalidRequestKind::ReasoningReplayMissing
+        );
+        assert_eq!(
+            kind(
+                json!({"code": 400, "message": "Invalid JSON payload received. Unknown name \"additionalProperties\" at 'tools[0].function_declarations[0].parameters': Cannot find field.", "status": "INVALID_ARGUMENT"})
+            ),
+            InvalidRequestKind::ToolSchemaRejected
+        );
+        assert_eq!(
+            kind(
+                json!({"code": 400, "message": "Request contains an invalid argument.", "status": "INVALID_ARGUMENT", "details": [
+                    {"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": [{"field": "tools[1].function_declarations[0].parameters.properties[0].value.items", "description": "missing field"}]}
+                ]})
+            ),
+            InvalidRequestKind::ToolSchemaRejected
+        );
+        assert_eq!(
+            kind(
+                json!({"code": 400, "message": "Request contains an invalid argument.", "status": "INVALID_ARGUMENT"})
+            ),
+            InvalidRequestKind::Other
+        );
     }
 
     #[test]

@@ -12,6 +12,8 @@
 //! - `finishReason` is on the last chunk (newer models send the calls in one chunk and
 //!   `STOP` with usage in a later one, so "a call was seen" is remembered across chunks).
 //! - `usageMetadata` may be on every chunk, cumulative; the last one wins.
+//! - Parts carry no index: calls keep the order of their parts, chunk after chunk, which
+//!   is the order the model produced them in.
 //! - A body that ends before any chunk with a `finishReason` was cut:
 //!   [`ModelError::Truncated`], and none of its tool calls is returned.
 
@@ -34,7 +36,8 @@ use crate::sse;
 /// # Errors
 /// - The body ending mid-event, or before a chunk with a `finishReason` →
 ///   [`ModelError::Truncated`], with no `Finish`.
-/// - An `{"error": …}` chunk → the [`ModelError`] its `code` / `status` maps to.
+/// - An `{"error": …}` chunk → [`ModelError::Stream`]: status 200, its `status` and `code`
+///   kept; retryable when they name a 429 or 5xx.
 /// - Data that is not a `GenerateContentResponse`, or not UTF-8 →
 ///   [`ModelError::InvalidResponse`].
 ///

@@ -101,40 +101,59 @@ pub(crate) struct CompletionTokensDetails {
     pub reasoning_tokens: Option<u64>,
 }
 
-/// llama.cpp `timings`: `cache_n` is the number of prompt tokens reused from the KV cache.
+/// llama.cpp `llama-server`'s `timings` (`result_timings::to_json` in
+/// <https://github.com/ggml-org/llama.cpp/tree/master/tools/server>): `cache_n` prompt
+/// tokens reused from the KV cache, `prompt_n` prompt tokens evaluated for this request,
+/// `predicted_n` tokens generated.
 #[derive(Debug, Default, Clone, Deserialize)]
 #[serde(default)]
 pub(crate) struct Timings {
     pub cache_n: Option<u64>,
+    pub prompt_n: Option<u64>,
+    pub predicted_n: Option<u64>,
 }
 
-/// Normalizes usage. Cache reads come from DeepSeek's `prompt_cache_hit_tokens`, else
-/// `prompt_tokens_details.cached_tokens` (OpenAI, llama.cpp, vLLM, newer Ollama), else
-/// llama.cpp's `timings.cache_n`; a server that reports none of them gives `None`
-/// (unknown), never `0` (many Ollama versions send no cache field:
-/// <https://github.com/ollama/ollama/issues/8008>). `input_tokens` is `prompt_tokens`
-/// (cached included), or DeepSeek's hit + miss when `prompt_tokens` is missing.
+/// Normalizes usage. Each count comes from `usage` when the server reported it there, else
+/// from llama.cpp's `timings`, which some llama.cpp builds send *instead of* `usage`:
+///
+/// - `input_tokens`: `prompt_tokens` (cached included), or DeepSeek's hit + miss when
+///   `prompt_tokens` is missing, or `timings.prompt_n + timings.cache_n` (evaluated plus
+///   reused: the whole prompt).
+/// - `output_tokens`: `completion_tokens`, or `timings.predicted_n`.
+/// - `cache_read_tokens`: DeepSeek's `prompt_cache_hit_tokens`, else
+///   `prompt_tokens_details.cached_tokens` (OpenAI, llama.cpp, vLLM, newer Ollama), else
+///   `timings.cache_n`.
+///
+/// A count no source reports is `None` (unknown), never `0` (many Ollama versions send no
+/// cache field: <https://github.com/ollama/ollama/issues/8008>).
 pub(crate) fn usage(wire: Option<&WireUsage>, timings: Option<&Timings>) -> Usage {
-    let Some(u) = wire else {
-        return Usage::default();
-    };
-    let details = u.prompt_tokens_details.as_ref();
-    let input_tokens = u.prompt_tokens.or_else(|| {
-        u.prompt_cache_hit_tokens
-            .zip(u.prompt_cache_miss_tokens)
-            .map(|(hit, miss)| hit.saturating_add(miss))
-    });
+    let details = wire.and_then(|u| u.prompt_tokens_details.as_ref());
+    let cache_n = timings.and_then(|t| t.cache_n);
+    let input_tokens = wire
+        .and_then(|u| {
+            u.prompt_tokens.or_else(|| {
+                u.prompt_cache_hit_tokens
+                    .zip(u.prompt_cache_miss_tokens)
+                    .map(|(hit, miss)| hit.saturating_add(miss))
+            })
+        })
+        .or_else(|| {
+            timings
+                .and_then(|t| t.prompt_n.zip(t.cache_n))
+                .map(|(evaluated, reused)| evaluated.saturating_add(reused))
+        });
     Usage {
         input_tokens,
-        output_tokens: u.completion_tokens,
-        cache_read_tokens: u
-            .prompt_cache_hit_tokens
+        output_tokens: wire
+            .and_then(|u| u.completion_tokens)
+            .or_else(|| timings.and_then(|t| t.predicted_n)),
+        cache_read_tokens: wire
+            .and_then(|u| u.prompt_cache_hit_tokens)
             .or_else(|| details.and_then(|d| d.cached_tokens))
-            .or_else(|| timings.and_then(|t| t.cache_n)),
+            .or(cache_n),
         cache_write_tokens: details.and_then(|d| d.cache_write_tokens),
-        reasoning_tokens: u
-            .completion_tokens_details
-            .as_ref()
+        reasoning_tokens: wire
+            .and_then(|u| u.completion_tokens_details.as_ref())
             .and_then(|d| d.reasoning_tokens),
     }
 }
@@ -307,9 +326,33 @@ mod tests {
     #[test]
     fn llama_cpp_timings_fill_in_cache_reads() {
         let u: WireUsage = serde_json::from_str(r#"{"prompt_tokens":300}"#).unwrap();
-        let t = Timings { cache_n: Some(292) };
+        let t: Timings = serde_json::from_str(r#"{"cache_n":292}"#).unwrap();
         assert_eq!(usage(Some(&u), Some(&t)).cache_read_tokens, Some(292));
+        assert_eq!(usage(Some(&u), Some(&t)).input_tokens, Some(300));
         assert_eq!(usage(Some(&u), None).cache_read_tokens, None);
         assert_eq!(usage(None, None), Usage::default());
+    }
+
+    #[test]
+    fn llama_cpp_timings_alone_give_the_whole_usage() {
+        // Trigger: a llama.cpp build that sends `timings` and no `usage` lost all counts.
+        let t: Timings = serde_json::from_str(
+            r#"{"cache_n":236,"prompt_n":14,"prompt_ms":51.2,"predicted_n":9,"predicted_ms":80.1}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            usage(None, Some(&t)),
+            Usage {
+                input_tokens: Some(250),
+                output_tokens: Some(9),
+                cache_read_tokens: Some(236),
+                cache_write_tokens: None,
+                reasoning_tokens: None,
+            }
+        );
+        // Without `cache_n` the prompt's size is unknown: `prompt_n` alone is not all of it.
+        let t: Timings = serde_json::from_str(r#"{"prompt_n":14,"predicted_n":9}"#).unwrap();
+        assert_eq!(usage(None, Some(&t)).input_tokens, None);
+        assert_eq!(usage(None, Some(&t)).output_tokens, Some(9));
     }
 }

@@ -19,8 +19,11 @@
 //! - Events: [`ModelStreamEvent::ToolCallStart`] as soon as a call's name is known, with the
 //!   provider's id (or a fresh `call_halo_N` when the server sent none, as some local servers
 //!   do), then one [`ModelStreamEvent::ToolCallDelta`] per non-empty fragment; fragments
-//!   that came before the name are sent right after the start. `index` is the call's
-//!   position in the turn (0-based, in order of first appearance), not the wire `index`.
+//!   that came before the name are sent right after the start. The events' `index` numbers
+//!   the calls in order of first appearance (0-based), so it names each call from its start
+//!   on; the assembled turn lists its calls by wire `index`, as the provider numbered them
+//!   (a server may start index 1 before index 0), and calls sharing an index (Ollama) in
+//!   order of appearance.
 //! - Usage comes from whichever chunk carries it: OpenAI's extra final chunk with empty
 //!   `choices` (`stream_options.include_usage`), or DeepSeek's last content chunk. A chunk
 //!   without `finish_reason` never clears one already seen.
@@ -202,6 +205,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for Arguments<'a> {
 /// A tool call being assembled.
 #[derive(Debug, Default)]
 struct PendingCall {
+    /// The wire `index` it arrived at: its place in the assembled turn.
+    wire_index: u64,
     /// The provider's id, once it arrived.
     wire_id: Option<String>,
     /// The id given in [`ModelStreamEvent::ToolCallStart`] (the wire id, or a fresh one).
@@ -217,7 +222,8 @@ pub(crate) struct Assembler {
     text: String,
     refusal: String,
     reasoning: String,
-    /// Calls in order of first appearance: the position is the event `index`.
+    /// Calls in order of first appearance: the position is the event `index`; the turn
+    /// orders them by `wire_index`.
     calls: Vec<PendingCall>,
     /// Wire `index` → position in `calls` of the call that index currently feeds.
     slots: Vec<(u64, usize)>,
@@ -272,13 +278,19 @@ impl Assembler {
                     _ => false,
                 };
                 if new_call {
-                    self.calls.push(PendingCall::default());
+                    self.calls.push(PendingCall {
+                        wire_index,
+                        ..PendingCall::default()
+                    });
                     self.slots[s].1 = self.calls.len() - 1;
                 }
                 self.slots[s].1
             }
             None => {
-                self.calls.push(PendingCall::default());
+                self.calls.push(PendingCall {
+                    wire_index,
+                    ..PendingCall::default()
+                });
                 self.slots.push((wire_index, self.calls.len() - 1));
                 self.calls.len() - 1
             }
@@ -403,12 +415,14 @@ impl sse::Assemble for Assembler {
     /// # Errors
     /// [`ModelError::Truncated`] when neither `[DONE]` nor a `finish_reason` arrived;
     /// [`ModelError::InvalidResponse`] for a tool call that never got a name.
-    fn finish(self) -> Result<ModelResponse, ModelError> {
+    fn finish(mut self) -> Result<ModelResponse, ModelError> {
         if self.finish.is_none() && !self.done {
             return Err(ModelError::Truncated(
                 "the stream ended before a finish_reason or [DONE]".into(),
             ));
         }
+        // Stable: calls sharing a wire index keep their order of appearance.
+        self.calls.sort_by_key(|c| c.wire_index);
         let mut tool_calls = Vec::with_capacity(self.calls.len());
         for (index, call) in self.calls.into_iter().enumerate() {
             let Some(id) = call.id else {
@@ -458,8 +472,8 @@ impl sse::Assemble for Assembler {
 ///   [`ModelError::Truncated`], with no `Finish`; so is DeepSeek's
 ///   `insufficient_system_resource` finish reason.
 /// - An error the provider reports mid-stream (`{"error": …}` data, `event: error`, or old
-///   llama.cpp's `error:` line) → the [`ModelError`] its status maps to, as for an HTTP
-///   error; see [`OpenAiCompatible::stream`](super::OpenAiCompatible).
+///   llama.cpp's `error:` line) → [`ModelError::Stream`] (status 200, the provider's type
+///   and code); see [`OpenAiCompatible::stream`](super::OpenAiCompatible).
 /// - Data that is not a `chat.completion.chunk`, or not UTF-8 →
 ///   [`ModelError::InvalidResponse`].
 ///

@@ -18,8 +18,10 @@
 //! `5m` one, an empty text block, a thinking block without its signature, `tool_use` or
 //! `tool_result` blocks without `tools`, and — the pairing rule — an assistant `tool_use`
 //! not answered by exactly one `tool_result` at the start of the next user message, or a
-//! `tool_result` that answers no `tool_use` of the message before. An empty reply script
-//! gets HTTP 418 (a test bug, not a provider behaviour).
+//! `tool_result` that answers no `tool_use` of the message before; with
+//! [`AnthropicSim::set_context_window`], 400 `prompt is too long: N tokens > M maximum` for a
+//! longer request. An empty reply script gets HTTP 418 (a test bug, not a provider
+//! behaviour).
 //!
 //! # How the cache is computed
 //!
@@ -128,6 +130,8 @@ struct State {
     memo: TokenMemo,
     clock_offset: Duration,
     min_tokens: Option<u64>,
+    /// The context window in tokens; `None`: no limit.
+    context_window: Option<u64>,
     next_call_id: u64,
     next_message_id: u64,
 }
@@ -175,6 +179,7 @@ impl AnthropicSim {
             memo: TokenMemo::default(),
             clock_offset: Duration::ZERO,
             min_tokens: None,
+            context_window: None,
             next_call_id: 1,
             next_message_id: 1,
         }));
@@ -214,6 +219,15 @@ impl AnthropicSim {
     /// per-model table, [`min_cacheable_tokens`]).
     pub fn set_min_cacheable_tokens(&self, tokens: Option<u64>) {
         self.lock().min_tokens = tokens;
+    }
+
+    /// The model's context window in tokens, counted over the request's linearized blocks
+    /// (tools, system and messages). A longer request answers 400 `invalid_request_error`
+    /// `prompt is too long: N tokens > M maximum`, the API's wording
+    /// (<https://platform.claude.com/docs/en/build-with-claude/context-windows>), and uses
+    /// no reply. `None` (the default): no limit.
+    pub fn set_context_window(&self, tokens: Option<u64>) {
+        self.lock().context_window = tokens;
     }
 
     /// Moves the cache's clock forward by `by` (entries older than their TTL expire).
@@ -781,6 +795,21 @@ fn answer(state: &mut State, headers: &HeaderMap, raw: &[u8]) -> Response {
             }
         },
     };
+    let mut all_tokens: Vec<u32> = Vec::new();
+    for b in &linear {
+        all_tokens.extend_from_slice(&state.memo.tokens(&b.text));
+    }
+    let all_tokens: Arc<[u32]> = all_tokens.into();
+    if let Some(window) = state
+        .context_window
+        .filter(|&w| all_tokens.len() as u64 > w)
+    {
+        state.records.push(record);
+        return invalid_request(&format!(
+            "prompt is too long: {} tokens > {window} maximum",
+            all_tokens.len()
+        ));
+    }
     let Some(reply) = state.script.pop_front() else {
         record.status = 418;
         state.records.push(record);
@@ -796,11 +825,6 @@ fn answer(state: &mut State, headers: &HeaderMap, raw: &[u8]) -> Response {
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    let mut all_tokens: Vec<u32> = Vec::new();
-    for b in &linear {
-        all_tokens.extend_from_slice(&state.memo.tokens(&b.text));
-    }
-    let all_tokens: Arc<[u32]> = all_tokens.into();
     let seen = state.seen.longest_prefix(&all_tokens) as u64;
     state.seen.push(all_tokens);
     let cache = run_cache(state, &model, &linear, automatic);
@@ -874,6 +898,7 @@ mod tests {
             seen: Seen::default(),
             memo: TokenMemo::default(),
             clock_offset: Duration::ZERO,
+            context_window: None,
             min_tokens: Some(10),
             next_call_id: 1,
             next_message_id: 1,

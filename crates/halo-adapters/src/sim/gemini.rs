@@ -29,7 +29,9 @@
 //! with the same names in the next `user` content, and (with signatures on) a function-call
 //! turn of the current turn without its signature; **403 `CachedContent not found (or
 //! permission denied)`** for a missing or expired cached content; 400 `Cached content is
-//! too small` for a create below the model's minimum. An empty reply script gets HTTP 418
+//! too small` for a create below the model's minimum; with
+//! [`GeminiSim::set_context_window`], 400 `The input token count (N) exceeds the maximum
+//! number of tokens allowed (M).` for a longer request. An empty reply script gets HTTP 418
 //! (a test bug, not a provider behaviour).
 //!
 //! # How the cache is computed
@@ -176,6 +178,8 @@ struct State {
     seen: Seen,
     memo: TokenMemo,
     min_tokens: Option<u64>,
+    /// The context window in tokens; `None`: no limit.
+    context_window: Option<u64>,
     thought_signatures: bool,
     thoughts: Option<String>,
     /// Signatures issued, for the signature check.
@@ -244,6 +248,7 @@ impl GeminiSim {
             seen: Seen::default(),
             memo: TokenMemo::default(),
             min_tokens: None,
+            context_window: None,
             thought_signatures: false,
             thoughts: None,
             issued_signatures: Vec::new(),
@@ -292,6 +297,15 @@ impl GeminiSim {
     /// per-model table, [`min_cacheable_tokens`]).
     pub fn set_min_cacheable_tokens(&self, tokens: Option<u64>) {
         self.lock().min_tokens = tokens;
+    }
+
+    /// The model's context window in tokens, counted as the simulator counts a request
+    /// (its whole linearized sequence, cached part included). A longer request answers 400
+    /// `INVALID_ARGUMENT` `The input token count (N) exceeds the maximum number of tokens
+    /// allowed (M).`, the API's wording (<https://ai.google.dev/gemini-api/docs/long-context>),
+    /// and uses no reply. `None` (the default): no limit.
+    pub fn set_context_window(&self, tokens: Option<u64>) {
+        self.lock().context_window = tokens;
     }
 
     /// Whether answers carry `thoughtSignature`s (on the first function call of a turn, or
@@ -865,14 +879,6 @@ fn generate(state: &mut State, model: &str, body: &Value, stream: Option<bool>) 
         &all_contents,
         state.thought_signatures.then_some(issued.as_slice()),
     )?;
-    let Some(reply) = state.script.pop_front() else {
-        return Err(error(
-            StatusCode::IM_A_TEAPOT,
-            "FAILED_PRECONDITION",
-            SCRIPT_EXHAUSTED,
-        ));
-    };
-
     // The linearized request.
     let head: Arc<[u32]> = match &cached {
         Some(c) => c.token_seq.clone(),
@@ -895,6 +901,19 @@ fn generate(state: &mut State, model: &str, body: &Value, stream: Option<bool>) 
         seq.extend_from_slice(&state.memo.tokens(&content_piece(c)));
     }
     let seq: Arc<[u32]> = seq.into();
+    if let Some(window) = state.context_window.filter(|&w| seq.len() as u64 > w) {
+        return Err(invalid(format!(
+            "The input token count ({}) exceeds the maximum number of tokens allowed ({window}).",
+            seq.len()
+        )));
+    }
+    let Some(reply) = state.script.pop_front() else {
+        return Err(error(
+            StatusCode::IM_A_TEAPOT,
+            "FAILED_PRECONDITION",
+            SCRIPT_EXHAUSTED,
+        ));
+    };
     let explicit = cached.as_ref().map_or(0, |c| c.public.tokens);
     let minimum = state.minimum(model);
     let implicit = state

@@ -13,7 +13,11 @@
 //! or has an assistant tool call without exactly one `tool` message answering it right after
 //! (or a `tool` message answering nothing) gets HTTP 400 in OpenAI's error shape
 //! (`{"error":{"message","type":"invalid_request_error","param","code"}}`), as the real
-//! APIs do. An empty reply script gets HTTP 418 (a test bug, not a provider behaviour).
+//! APIs do. With [`OpenAiSim::set_context_window`], a request whose prompt (plus its
+//! `max_tokens`) exceeds the window gets each provider's context error: OpenAI's 400 with
+//! `code: "context_length_exceeded"`, DeepSeek's 400 `This model's maximum context length is
+//! M tokens. However, you requested N tokens (…)`. An empty reply script gets HTTP 418 (a
+//! test bug, not a provider behaviour).
 //!
 //! # How the cache is computed
 //!
@@ -154,6 +158,8 @@ struct Pool {
 struct State {
     profile: SimProfile,
     deepseek_units: DeepSeekUnits,
+    /// The context window in tokens; `None`: no limit.
+    context_window: Option<u64>,
     script: VecDeque<SimReply>,
     records: Vec<SimRecord>,
     pools: HashMap<String, Pool>,
@@ -216,6 +222,7 @@ impl OpenAiSim {
         let state = Arc::new(Mutex::new(State {
             profile,
             deepseek_units: DeepSeekUnits::Current,
+            context_window: None,
             script: VecDeque::new(),
             records: Vec::new(),
             pools: HashMap::new(),
@@ -250,6 +257,24 @@ impl OpenAiSim {
     /// [`DeepSeekUnits::Current`].
     pub fn set_deepseek_units(&self, units: DeepSeekUnits) {
         self.lock().deepseek_units = units;
+    }
+
+    /// The model's context window in tokens, counted as `prompt_tokens` is (the linearized
+    /// request) plus the request's `max_tokens` (or `max_completion_tokens`) when it sets
+    /// one. A longer request answers the profile's context error and uses no reply:
+    /// - OpenAI: 400 `{"message": "This model's maximum context length is M tokens.
+    ///   However, your messages resulted in N tokens. Please reduce the length of the
+    ///   messages.", "type": "invalid_request_error", "param": "messages", "code":
+    ///   "context_length_exceeded"}` (the `you requested …` form when `max_tokens` is set;
+    ///   <https://platform.openai.com/docs/guides/error-codes>).
+    /// - DeepSeek: 400 `This model's maximum context length is M tokens. However, you
+    ///   requested N tokens (P in the messages, C in the completion). Please reduce the
+    ///   length of the messages or completion.` with `code: "invalid_request_error"`, as the
+    ///   API answers (<https://api-docs.deepseek.com/quick_start/error_codes>).
+    ///
+    /// `None` (the default): no limit.
+    pub fn set_context_window(&self, tokens: Option<u64>) {
+        self.lock().context_window = tokens;
     }
 
     /// Appends one reply to the script.
@@ -374,6 +399,52 @@ fn invalid_request(message: &str, param: Option<&str>) -> Response {
         "code": null,
     }});
     (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
+}
+
+/// The profile's context-window error (see [`OpenAiSim::set_context_window`]) for a request
+/// of `prompt` tokens asking for at most `completion` tokens, when they exceed `window`.
+fn context_error(
+    profile: SimProfile,
+    window: u64,
+    prompt: u64,
+    completion: Option<u64>,
+) -> Option<Response> {
+    let requested = prompt + completion.unwrap_or(0);
+    if requested <= window {
+        return None;
+    }
+    let head = format!("This model's maximum context length is {window} tokens. However, ");
+    let (message, param, code) = match (profile, completion) {
+        (SimProfile::OpenAi, None) => (
+            format!(
+                "{head}your messages resulted in {prompt} tokens. Please reduce the length of the messages."
+            ),
+            json!("messages"),
+            "context_length_exceeded",
+        ),
+        (SimProfile::OpenAi, Some(c)) => (
+            format!(
+                "{head}you requested {requested} tokens ({prompt} in the messages, {c} in the completion). Please reduce the length of the messages or completion."
+            ),
+            json!("messages"),
+            "context_length_exceeded",
+        ),
+        (SimProfile::DeepSeek, c) => (
+            format!(
+                "{head}you requested {requested} tokens ({prompt} in the messages, {} in the completion). Please reduce the length of the messages or completion.",
+                c.unwrap_or(0)
+            ),
+            Value::Null,
+            "invalid_request_error",
+        ),
+    };
+    let body = json!({"error": {
+        "message": message,
+        "type": "invalid_request_error",
+        "param": param,
+        "code": code,
+    }});
+    Some((StatusCode::BAD_REQUEST, axum::Json(body)).into_response())
 }
 
 /// The checks the real APIs make that matter to Halo: `model` and `messages` present, and
@@ -590,6 +661,20 @@ fn answer(state: &mut State, raw: &[u8]) -> Response {
         state.records.push(record);
         return invalid_request(&message, Some(param));
     }
+    let profile = state.profile;
+    // `check_request` made sure `messages` is an array, so linearizing succeeds.
+    let segments = linearize(&body).unwrap_or_default();
+    let prompt: Arc<[u32]> = state.tokens_of(segments).into();
+    let completion = ["max_tokens", "max_completion_tokens"]
+        .iter()
+        .find_map(|k| body.get(*k).and_then(Value::as_u64));
+    if let Some(error) = state
+        .context_window
+        .and_then(|w| context_error(profile, w, prompt.len() as u64, completion))
+    {
+        state.records.push(record);
+        return error;
+    }
     let Some(reply) = state.script.pop_front() else {
         record.status = 418;
         state.records.push(record);
@@ -602,10 +687,6 @@ fn answer(state: &mut State, raw: &[u8]) -> Response {
         return (StatusCode::IM_A_TEAPOT, axum::Json(body)).into_response();
     };
 
-    let profile = state.profile;
-    // `check_request` made sure `messages` is an array, so linearizing succeeds.
-    let segments = linearize(&body).unwrap_or_default();
-    let prompt: Arc<[u32]> = state.tokens_of(segments).into();
     let seen = state.seen.longest_prefix(&prompt);
     let key = pool_key(profile, &body);
     let cached = cached_tokens(state, state.pools.get(&key), &prompt);

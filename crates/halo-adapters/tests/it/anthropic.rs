@@ -16,9 +16,9 @@ use halo_adapters::anthropic::{
     EXTENDED_CACHE_TTL_BETA,
 };
 use halo_core::{
-    AssistantMessage, ContentPart, FinishReason, GenerationOptions, Message, ModelAdapter,
-    ModelError, ModelRequest, Reasoning, ResponseFormat, StablePrefix, ToolCall, ToolChoice,
-    ToolResult, ToolSpec, Usage,
+    AssistantMessage, ContentPart, FinishReason, GenerationOptions, InvalidRequestKind, Message,
+    ModelAdapter, ModelError, ModelRequest, Reasoning, ResponseFormat, StablePrefix, ToolCall,
+    ToolChoice, ToolResult, ToolSpec, Usage,
 };
 use serde_json::{Value, json};
 
@@ -903,6 +903,61 @@ async fn client_errors_are_typed_not_retried_and_redacted() {
         assert!(!text.contains(KEY), "{text}");
         assert!(text.contains(&message.replace(KEY, "[redacted]")), "{text}");
     }
+}
+
+#[tokio::test]
+async fn invalid_requests_name_their_kind_from_the_message() {
+    // Each message as the Messages API sends it (sources in `anthropic/error.rs`).
+    let cases = [
+        (
+            "prompt is too long: 208310 tokens > 200000 maximum",
+            InvalidRequestKind::ContextWindowExceeded,
+        ),
+        (
+            "messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `text`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking",
+            InvalidRequestKind::ReasoningReplayMissing,
+        ),
+        (
+            "tools.12.custom.input_schema: JSON schema is invalid. It must match JSON Schema draft 2020-12 (https://json-schema.org/draft/2020-12). Learn more about tool use at https://docs.claude.com/en/docs/tool-use.",
+            InvalidRequestKind::ToolSchemaRejected,
+        ),
+        ("max_tokens: Field required", InvalidRequestKind::Other),
+    ];
+    let fake = FakeMessages::start(
+        cases
+            .iter()
+            .map(|(message, _)| fake::error(400, "invalid_request_error", message)),
+    )
+    .await;
+    let model = builder(&fake.base_url()).max_retries(0).build().unwrap();
+    let options = GenerationOptions::default();
+    let history = [Message::user("hi")];
+    for (message, kind) in cases {
+        let err = model
+            .generate(request(&prefix(), &history, &options))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err,
+            ModelError::InvalidRequest {
+                status: 400,
+                kind,
+                message: format!("{message} (type invalid_request_error)"),
+            }
+        );
+    }
+    assert_eq!(fake.requests().len(), 4);
+    let err = ModelError::InvalidRequest {
+        status: 400,
+        kind: InvalidRequestKind::ContextWindowExceeded,
+        message: "prompt is too long: 208310 tokens > 200000 maximum (type invalid_request_error)"
+            .into(),
+    };
+    assert_eq!(
+        err.to_string(),
+        "the request exceeds the model's context window (HTTP 400): prompt is too long: 208310 \
+         tokens > 200000 maximum (type invalid_request_error); shorten or compact the history"
+    );
 }
 
 #[tokio::test]

@@ -17,8 +17,9 @@ use halo_adapters::openai::{
 };
 use halo_core::tool::{NoArgs, Tool, ToolError, ToolOutput};
 use halo_core::{
-    ContentPart, FinishReason, GenerationOptions, HaloAgent, Message, ModelAdapter, ModelError,
-    ModelRequest, ModelResponse, ResponseFormat, StablePrefix, ToolChoice, ToolSpec, Usage,
+    ContentPart, FinishReason, GenerationOptions, HaloAgent, InvalidRequestKind, Message,
+    ModelAdapter, ModelError, ModelRequest, ModelResponse, ResponseFormat, StablePrefix,
+    ToolChoice, ToolSpec, Usage,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -500,6 +501,35 @@ async fn custom_server_without_cache_fields_reports_unknown_not_zero() {
             "no tools, no tool fields: {body}"
         );
     }
+}
+
+#[tokio::test]
+async fn llama_cpp_timings_without_usage_give_input_cache_and_output() {
+    // Trigger: a llama-server build that sends `timings` and no `usage` lost every count.
+    let timings = json!({
+        "cache_n": 236, "prompt_n": 14, "prompt_ms": 51.2, "prompt_per_token_ms": 3.66,
+        "prompt_per_second": 273.4, "predicted_n": 9, "predicted_ms": 80.1,
+        "predicted_per_token_ms": 8.9, "predicted_per_second": 112.4
+    });
+    let fake = FakeChat::start([Completion::new(Shape::Bare)
+        .text("from llama.cpp")
+        .field("timings", timings)
+        .respond()])
+    .await;
+    let turn = call(&custom(&fake), &prefix(), &GenerationOptions::default())
+        .await
+        .unwrap();
+    fake.finish();
+    assert_eq!(
+        turn.usage,
+        Usage {
+            input_tokens: Some(250),
+            output_tokens: Some(9),
+            cache_read_tokens: Some(236),
+            cache_write_tokens: None,
+            reasoning_tokens: None,
+        }
+    );
 }
 
 #[tokio::test]
@@ -1080,6 +1110,119 @@ async fn http_errors_map_to_typed_errors_with_excerpts_and_no_key() {
         fake.requests().len(),
         cases.len(),
         "max_retries(0) sends each request once"
+    );
+}
+
+#[tokio::test]
+async fn invalid_requests_name_their_kind_from_the_providers_code_or_message() {
+    // Each body as the provider sends it (sources in `openai/error.rs`).
+    let cases: Vec<(&str, ResponseTemplate, InvalidRequestKind)> = vec![
+        (
+            "OpenAI context_length_exceeded",
+            error_response(
+                400,
+                "This model's maximum context length is 4097 tokens. However, your messages resulted in 4294 tokens. Please reduce the length of the messages.",
+                "invalid_request_error",
+                Some("context_length_exceeded"),
+            ),
+            InvalidRequestKind::ContextWindowExceeded,
+        ),
+        (
+            "DeepSeek maximum context length",
+            error_response(
+                400,
+                "This model's maximum context length is 131072 tokens. However, you requested 131134 tokens (122942 in the messages, 8192 in the completion). Please reduce the length of the messages or completion.",
+                "invalid_request_error",
+                Some("invalid_request_error"),
+            ),
+            InvalidRequestKind::ContextWindowExceeded,
+        ),
+        (
+            "llama.cpp exceed_context_size_error",
+            ResponseTemplate::new(400).set_body_json(json!({"error": {
+                "code": 400,
+                "message": "request (4476 tokens) exceeds the available context size (4096 tokens), try increasing it",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": 4476,
+                "n_ctx": 4096
+            }})),
+            InvalidRequestKind::ContextWindowExceeded,
+        ),
+        (
+            "DeepSeek reasoning_content not passed back",
+            error_response(
+                400,
+                "The `reasoning_content` in the thinking mode must be passed back to the API.",
+                "invalid_request_error",
+                Some("invalid_request_error"),
+            ),
+            InvalidRequestKind::ReasoningReplayMissing,
+        ),
+        (
+            "OpenAI invalid_function_parameters",
+            ResponseTemplate::new(400).set_body_json(json!({"error": {
+                "message": "Invalid schema for function 'read': In context=(), 'additionalProperties' is required to be supplied and to be false.",
+                "type": "invalid_request_error",
+                "param": "tools[0].function.parameters",
+                "code": "invalid_function_parameters"
+            }})),
+            InvalidRequestKind::ToolSchemaRejected,
+        ),
+        (
+            "any other 400",
+            error_response(
+                400,
+                "Invalid 'messages[1].content': empty",
+                "invalid_request_error",
+                None,
+            ),
+            InvalidRequestKind::Other,
+        ),
+    ];
+    let fake = FakeChat::start(cases.iter().map(|c| c.1.clone())).await;
+    let model = custom(&fake);
+    for (name, _, kind) in &cases {
+        let err = call(&model, &prefix(), &GenerationOptions::default())
+            .await
+            .unwrap_err();
+        let ModelError::InvalidRequest {
+            status: 400,
+            kind: got,
+            ..
+        } = &err
+        else {
+            panic!("{name}: {err:?}")
+        };
+        assert_eq!(got, kind, "{name}");
+        assert_eq!(
+            err.is_context_window_exceeded(),
+            *kind == InvalidRequestKind::ContextWindowExceeded,
+            "{name}"
+        );
+        assert!(!err.is_retryable(), "{name}");
+    }
+    fake.finish();
+}
+
+#[tokio::test]
+async fn a_context_window_error_says_to_shorten_the_history() {
+    let fake = FakeChat::start([error_response(
+        400,
+        "This model's maximum context length is 4097 tokens. However, your messages resulted in 4294 tokens. Please reduce the length of the messages.",
+        "invalid_request_error",
+        Some("context_length_exceeded"),
+    )])
+    .await;
+    let err = call(&custom(&fake), &prefix(), &GenerationOptions::default())
+        .await
+        .unwrap_err();
+    fake.finish();
+    assert_eq!(
+        err.to_string(),
+        "the request exceeds the model's context window (HTTP 400): This model's maximum \
+         context length is 4097 tokens. However, your messages resulted in 4294 tokens. \
+         Please reduce the length of the messages. (type invalid_request_error, code \
+         context_length_exceeded); shorten or compact the history"
     );
 }
 

@@ -10,8 +10,8 @@ use halo_adapters::sim::openai::{
 use halo_adapters::sim::{SimReply, common_prefix, count_tokens};
 use halo_core::tool::{Tool, ToolError, ToolOutput};
 use halo_core::{
-    GenerationOptions, HaloAgent, Message, ModelAdapter, ModelError, ModelRequest,
-    ModelStreamEvent, StablePrefix, ToolCall,
+    GenerationOptions, HaloAgent, InvalidRequestKind, Message, ModelAdapter, ModelError,
+    ModelRequest, ModelStreamEvent, StablePrefix, ToolCall,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -295,7 +295,11 @@ async fn orphan_tool_calls_and_results_get_openai_shaped_400s() {
         .await
         .unwrap_err();
     match err {
-        ModelError::InvalidRequest { status, message } => {
+        ModelError::InvalidRequest {
+            status,
+            kind: InvalidRequestKind::Other,
+            message,
+        } => {
             assert_eq!(status, 400);
             assert!(message.contains("call_7"), "{message}");
         }
@@ -707,5 +711,63 @@ async fn a_trimmed_history_opens_with_the_note() {
     );
     for b in sim.requests().iter().skip(2) {
         assert_eq!(b["messages"][2]["role"], "assistant");
+    }
+}
+
+#[tokio::test]
+async fn a_prompt_over_the_context_window_gets_each_providers_context_error() {
+    use futures::StreamExt as _;
+    for profile in [SimProfile::OpenAi, SimProfile::DeepSeek] {
+        let sim = OpenAiSim::start(profile).await.unwrap();
+        sim.push_reply(SimReply::text("fits"));
+        sim.set_context_window(Some(5));
+        let model = OpenAiCompatible::custom(sim.base_url(), "sim-model")
+            .max_retries(0)
+            .build()
+            .unwrap();
+        let prefix = StablePrefix::new("You are terse.");
+        let history = [Message::user("Say hi to everyone in the room, please.")];
+        let options = GenerationOptions::default();
+        let request = ModelRequest {
+            prefix: &prefix,
+            history: &history,
+            options: &options,
+            session_id: None,
+        };
+        let err = model.generate(request).await.unwrap_err();
+        let ModelError::InvalidRequest {
+            status: 400,
+            kind: InvalidRequestKind::ContextWindowExceeded,
+            message,
+        } = &err
+        else {
+            panic!("{profile:?}: {err:?}")
+        };
+        assert!(
+            message.starts_with("This model's maximum context length is 5 tokens. However, "),
+            "{profile:?}: {message}"
+        );
+        assert!(err.is_context_window_exceeded());
+        // Before the stream, so the stream reports the same HTTP 400, not a mid-stream error.
+        let streamed: Vec<_> = model.stream(request).collect().await;
+        assert_eq!(streamed.len(), 1, "{profile:?}: {streamed:?}");
+        assert_eq!(streamed[0].as_ref().unwrap_err().status(), Some(400));
+        assert!(
+            streamed[0]
+                .as_ref()
+                .unwrap_err()
+                .is_context_window_exceeded()
+        );
+        let records = sim.records();
+        assert_eq!(records.len(), 2);
+        assert!(records.iter().all(|r| r.status == 400));
+        assert_eq!(
+            sim.remaining_replies(),
+            1,
+            "a rejected request uses no reply"
+        );
+        // Without the window the same request fits.
+        sim.set_context_window(None);
+        assert_eq!(model.generate(request).await.unwrap().message.text, "fits");
     }
 }

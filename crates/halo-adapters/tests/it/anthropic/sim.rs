@@ -17,8 +17,8 @@ use halo_adapters::sim::{SimReply, count_tokens};
 use halo_core::ledger::CacheVerdict;
 use halo_core::tool::{NoArgs, Tool, ToolError, ToolOutput};
 use halo_core::{
-    AgentEvent, AssistantMessage, GenerationOptions, HaloAgent, Message, ModelAdapter, ModelError,
-    StablePrefix, StepResult, ToolCall,
+    AgentEvent, AssistantMessage, GenerationOptions, HaloAgent, InvalidRequestKind, Message,
+    ModelAdapter, ModelError, StablePrefix, StepResult, ToolCall,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -363,6 +363,7 @@ async fn the_simulator_rejects_an_unanswered_tool_use_in_anthropics_shape() {
         .unwrap_err();
     let ModelError::InvalidRequest {
         status: 400,
+        kind: InvalidRequestKind::Other,
         message,
     } = &err
     else {
@@ -560,4 +561,49 @@ async fn the_simulator_rejects_an_assistant_first_message_in_anthropics_shape() 
     assert_eq!(FIRST_MESSAGE_NOT_USER, answer["error"]["message"]);
     assert_eq!(sim.remaining_replies(), 1, "no reply was used");
     assert_eq!(sim.records()[0].status, 400);
+}
+
+#[tokio::test]
+async fn a_prompt_over_the_context_window_is_anthropics_prompt_is_too_long() {
+    let sim = AnthropicSim::start().await.unwrap();
+    sim.push_reply(SimReply::text("fits"));
+    sim.set_context_window(Some(10));
+    let model = adapter(&sim, CacheMode::default());
+    let prefix = StablePrefix::new(long_system());
+    let history = [Message::user("hi")];
+    let options = GenerationOptions::default();
+    let err = model
+        .generate(request(&prefix, &history, &options))
+        .await
+        .unwrap_err();
+    let ModelError::InvalidRequest {
+        status: 400,
+        kind: InvalidRequestKind::ContextWindowExceeded,
+        message,
+    } = &err
+    else {
+        panic!("{err:?}")
+    };
+    let total = sim.records()[0].body.clone();
+    let tokens: u64 = blocks(&total)
+        .unwrap()
+        .iter()
+        .map(|b| count_tokens(&b.text))
+        .sum();
+    assert_eq!(
+        message,
+        &format!("prompt is too long: {tokens} tokens > 10 maximum (type invalid_request_error)")
+    );
+    assert_eq!(sim.records()[0].status, 400);
+    assert_eq!(
+        sim.remaining_replies(),
+        1,
+        "a rejected request uses no reply"
+    );
+    sim.set_context_window(None);
+    let out = model
+        .generate(request(&prefix, &history, &options))
+        .await
+        .unwrap();
+    assert_eq!(out.message.text, "fits");
 }

@@ -7,8 +7,8 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use halo_adapters::anthropic::decode_stream;
 use halo_core::{
-    FinishReason, GenerationOptions, Message, ModelAdapter, ModelError, ModelResponse,
-    ModelStreamEvent, Reasoning, Usage,
+    FinishReason, GenerationOptions, InvalidRequestKind, Message, ModelAdapter, ModelError,
+    ModelResponse, ModelStreamEvent, Reasoning, Usage,
 };
 use serde_json::{Value, json};
 
@@ -238,6 +238,62 @@ fn two_tool_calls_with_interleaved_input_json_deltas() {
 }
 
 #[test]
+fn tool_use_blocks_started_out_of_index_order_keep_the_content_order() {
+    // The API starts blocks in content order; a gateway that starts block 2 before block 1
+    // still gets its calls back in the order of the message's content.
+    let body = start(basic_usage())
+        + &block_start(0, json!({"type": "text", "text": ""}))
+        + &text(0, "Two calls.")
+        + &stop(0)
+        + &block_start(
+            2,
+            json!({"type": "tool_use", "id": "toolu_01B", "name": "clock", "input": {}}),
+        )
+        + &block_start(
+            1,
+            json!({"type": "tool_use", "id": "toolu_01A", "name": "add", "input": {}}),
+        )
+        + &json_part(1, "{\"a\": 1, \"b\": 2}")
+        + &stop(1)
+        + &stop(2)
+        + &end("tool_use", json!({"output_tokens": 40}));
+    let events = decode_all_splits(&body);
+    let starts: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            Ok(ModelStreamEvent::ToolCallStart { index, id, .. }) => Some((*index, id.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        starts,
+        [(0, "toolu_01B".to_string()), (1, "toolu_01A".to_string())],
+        "events number calls as they start"
+    );
+    assert_eq!(
+        events.iter().find_map(|e| match e {
+            Ok(ModelStreamEvent::ToolCallDelta { index, arguments }) =>
+                Some((*index, arguments.clone())),
+            _ => None,
+        }),
+        Some((1, "{\"a\": 1, \"b\": 2}".to_string())),
+        "a delta names its call by the start's index"
+    );
+    let turn = finish(&events);
+    let ids: Vec<_> = turn
+        .message
+        .tool_calls
+        .iter()
+        .map(|c| c.id.as_str())
+        .collect();
+    assert_eq!(ids, ["toolu_01A", "toolu_01B"], "block index order");
+    assert_eq!(
+        turn.message.tool_calls[0].arguments().unwrap(),
+        json!({"a": 1, "b": 2})
+    );
+}
+
+#[test]
 fn usage_is_merged_from_message_start_and_message_delta_without_double_counting() {
     let start_usage = json!({"input_tokens": 5, "cache_creation_input_tokens": 200, "cache_read_input_tokens": 3000, "output_tokens": 1});
     let expected = Usage {
@@ -276,14 +332,51 @@ fn an_overloaded_error_mid_stream_is_retryable_and_ends_the_stream() {
     let events = decode_all_splits(&body);
     assert_eq!(events[0], Ok(ModelStreamEvent::TextDelta("Partial".into())));
     let err = events[1].clone().unwrap_err();
-    assert_eq!(err.status(), Some(529));
+    // Trigger: this error read as HTTP 529, like an overload answered before the stream.
+    assert_eq!(
+        err,
+        ModelError::Stream {
+            provider_type: Some("overloaded_error".into()),
+            code: None,
+            invalid_request: None,
+            retryable: true,
+            message: "Overloaded".into(),
+        }
+    );
+    assert_eq!(err.status(), Some(200));
     assert!(err.is_retryable(), "{err:?}");
-    assert!(
-        err.to_string()
-            .contains("Overloaded (type overloaded_error)"),
-        "{err}"
+    assert_eq!(
+        err.to_string(),
+        "the provider reported an error mid-stream (HTTP 200, type overloaded_error): \
+         Overloaded; try again"
     );
     assert_eq!(events.len(), 2, "nothing after the error");
+}
+
+#[test]
+fn an_invalid_request_error_mid_stream_is_not_retryable_and_keeps_its_kind() {
+    let body = start(basic_usage())
+        + &block_start(0, json!({"type": "text", "text": ""}))
+        + &text(0, "Partial")
+        + &event(json!({"type": "error", "error": {
+            "type": "invalid_request_error",
+            "message": "prompt is too long: 208310 tokens > 200000 maximum"
+        }}));
+    let events = decode_all_splits(&body);
+    let err = events[1].clone().unwrap_err();
+    assert_eq!(
+        err,
+        ModelError::Stream {
+            provider_type: Some("invalid_request_error".into()),
+            code: None,
+            invalid_request: Some(InvalidRequestKind::ContextWindowExceeded),
+            retryable: false,
+            message: "prompt is too long: 208310 tokens > 200000 maximum".into(),
+        }
+    );
+    assert!(err.is_context_window_exceeded());
+    assert!(!err.is_retryable());
+    assert_eq!(err.status(), Some(200));
 }
 
 #[test]

@@ -19,7 +19,8 @@ use halo_adapters::sim::{SimReply, count_tokens};
 use halo_core::ledger::CacheVerdict;
 use halo_core::prefix::canonicalize;
 use halo_core::{
-    AgentEvent, FinishReason, GenerationOptions, HaloAgent, Message, ModelAdapter, StablePrefix,
+    AgentEvent, FinishReason, GenerationOptions, HaloAgent, InvalidRequestKind, Message,
+    ModelAdapter, ModelError, StablePrefix,
 };
 use serde_json::{Map, Value, json};
 
@@ -607,4 +608,54 @@ async fn a_trimmed_history_opens_with_the_note_and_keeps_the_cache_warm() {
             CacheVerdict::Hit
         ]
     );
+}
+
+#[tokio::test]
+async fn a_prompt_over_the_context_window_is_geminis_input_token_count_error() {
+    let sim = GeminiSim::start().await.unwrap();
+    sim.push_reply(SimReply::text("fits"));
+    sim.set_context_window(Some(10));
+    let model = builder(&sim.base_url())
+        .clock(sim.clock())
+        .max_retries(0)
+        .build()
+        .unwrap();
+    let prefix = StablePrefix::new("You are terse and you answer in one word.");
+    let history = [Message::user("Say hi to everyone in the room, please.")];
+    let options = GenerationOptions::default();
+    let err = model
+        .generate(request(&prefix, &history, &options))
+        .await
+        .unwrap_err();
+    let ModelError::InvalidRequest {
+        status: 400,
+        kind: InvalidRequestKind::ContextWindowExceeded,
+        message,
+    } = &err
+    else {
+        panic!("{err:?}")
+    };
+    assert!(
+        message.starts_with("The input token count (")
+            && message.ends_with(
+                ") exceeds the maximum number of tokens allowed (10). (status INVALID_ARGUMENT)"
+            ),
+        "{message}"
+    );
+    let generates = generates(&sim.records())
+        .iter()
+        .map(|r| r.status)
+        .collect::<Vec<_>>();
+    assert_eq!(generates, [400]);
+    assert_eq!(
+        sim.remaining_replies(),
+        1,
+        "a rejected request uses no reply"
+    );
+    sim.set_context_window(None);
+    let out = model
+        .generate(request(&prefix, &history, &options))
+        .await
+        .unwrap();
+    assert_eq!(out.message.text, "fits");
 }

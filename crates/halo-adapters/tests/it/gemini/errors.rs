@@ -5,7 +5,9 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use halo_core::{GenerationOptions, Message, ModelAdapter, ModelError, StablePrefix};
+use halo_core::{
+    GenerationOptions, InvalidRequestKind, Message, ModelAdapter, ModelError, StablePrefix,
+};
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
@@ -156,6 +158,7 @@ async fn client_errors_are_typed_excerpted_and_never_hold_the_key() {
     let err = call(&server.uri(), 2).await.unwrap_err();
     let ModelError::InvalidRequest {
         status: 400,
+        kind: InvalidRequestKind::Other,
         message,
     } = &err
     else {
@@ -308,4 +311,64 @@ fn a_base_url_without_a_scheme_is_a_config_error_saying_to_add_it() {
             "{e}"
         );
     }
+}
+
+#[tokio::test]
+async fn invalid_requests_name_their_kind_from_the_message_or_field_violations() {
+    // Each error as the Gemini API sends it (sources in `gemini/error.rs`).
+    let bad_request = |field: &str, description: &str| {
+        json!([{"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": [
+            {"field": field, "description": description}
+        ]}])
+    };
+    let unknown = "Invalid JSON payload received. Unknown name \"additionalProperties\" at 'tools[0].function_declarations[0].parameters': Cannot find field.";
+    let cases = vec![
+        (
+            google_error(
+                400,
+                "INVALID_ARGUMENT",
+                "The input token count (132478) exceeds the maximum number of tokens allowed (131072).",
+                json!([]),
+            ),
+            InvalidRequestKind::ContextWindowExceeded,
+        ),
+        (
+            google_error(
+                400,
+                "INVALID_ARGUMENT",
+                "Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, function call `default_api:read_file` , position 2. Please refer to https://ai.google.dev/gemini-api/docs/thought-signatures for more details.",
+                json!([]),
+            ),
+            InvalidRequestKind::ReasoningReplayMissing,
+        ),
+        (
+            google_error(
+                400,
+                "INVALID_ARGUMENT",
+                unknown,
+                bad_request("tools[0].function_declarations[0].parameters", unknown),
+            ),
+            InvalidRequestKind::ToolSchemaRejected,
+        ),
+        (
+            google_error(
+                400,
+                "INVALID_ARGUMENT",
+                "Request contains an invalid argument.",
+                json!([]),
+            ),
+            InvalidRequestKind::Other,
+        ),
+    ];
+    let expected: Vec<_> = cases.iter().map(|c| c.1).collect();
+    let (server, script) = fake(cases.into_iter().map(|c| c.0).collect()).await;
+    for kind in expected {
+        let err = call(&server.uri(), 0).await.unwrap_err();
+        assert!(
+            matches!(&err, ModelError::InvalidRequest { status: 400, kind: got, .. } if *got == kind),
+            "{kind:?}: {err:?}"
+        );
+        assert!(!err.is_retryable(), "{err:?}");
+    }
+    assert_eq!(script.requests(), 4);
 }

@@ -4,8 +4,8 @@
 
 use futures::StreamExt as _;
 use halo_core::{
-    FinishReason, GenerationOptions, Message, ModelAdapter, ModelError, ModelStreamEvent,
-    Reasoning, StablePrefix, Usage,
+    FinishReason, GenerationOptions, InvalidRequestKind, Message, ModelAdapter, ModelError,
+    ModelStreamEvent, Reasoning, StablePrefix, Usage,
 };
 use serde_json::{Value, json};
 use wiremock::matchers::{header, method, path, query_param};
@@ -163,6 +163,51 @@ async fn thoughts_text_and_a_function_call_stream_then_stop_with_usage() {
 }
 
 #[tokio::test]
+async fn parallel_calls_across_chunks_keep_the_order_of_their_parts() {
+    // Parts carry no index: the turn lists calls in part order, chunk after chunk.
+    let body = sse(&[
+        chunk(
+            json!([{"functionCall": {"id": "c1", "name": "read_file", "args": {"path": "a"}}, "thoughtSignature": "sig"},
+                   {"functionCall": {"id": "c2", "name": "list_dir", "args": {}}}]),
+            None,
+            None,
+        ),
+        chunk(
+            json!([{"functionCall": {"id": "c3", "name": "read_file", "args": {"path": "b"}}}]),
+            Some("STOP"),
+            None,
+        ),
+    ]);
+    let server = fake(body).await;
+    let events = run(&server).await;
+    let Some(Ok(ModelStreamEvent::Finish(turn))) = events.last() else {
+        panic!("{events:?}")
+    };
+    let calls: Vec<_> = turn
+        .message
+        .tool_calls
+        .iter()
+        .map(|c| (c.id.as_str(), c.name.as_str(), c.raw_arguments.as_str()))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("c1", "read_file", "{\"path\":\"a\"}"),
+            ("c2", "list_dir", "{}"),
+            ("c3", "read_file", "{\"path\":\"b\"}"),
+        ]
+    );
+    let starts: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            Ok(ModelStreamEvent::ToolCallStart { index, id, .. }) => Some((*index, id.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(starts, [(0, "c1"), (1, "c2"), (2, "c3")]);
+}
+
+#[tokio::test]
 async fn a_text_answer_ends_at_the_end_of_the_body_and_keeps_its_signature() {
     let body = sse(&[
         chunk(json!([{"text": "Hel"}]), None, None),
@@ -228,7 +273,8 @@ async fn a_stream_cut_before_its_finish_reason_is_truncated_and_its_call_is_drop
 }
 
 #[tokio::test]
-async fn an_error_chunk_mid_stream_maps_by_its_status() {
+async fn an_error_chunk_mid_stream_keeps_status_200_and_its_status_and_code() {
+    // Trigger: this chunk read as HTTP 503, like an overload answered before the stream.
     let body = sse(&[
         chunk(json!([{"text": "Hi"}]), None, None),
         json!({"error": {"code": 503, "message": "The model is overloaded.", "status": "UNAVAILABLE"}}),
@@ -236,16 +282,46 @@ async fn an_error_chunk_mid_stream_maps_by_its_status() {
     let server = fake(body).await;
     let events = run(&server).await;
     assert_eq!(events[0], Ok(ModelStreamEvent::TextDelta("Hi".into())));
-    match events.last() {
-        Some(Err(ModelError::Server {
-            status: 503,
-            message,
-            ..
-        })) => {
-            assert_eq!(message, "The model is overloaded. (status UNAVAILABLE)");
+    let Some(Err(err)) = events.last() else {
+        panic!("{events:?}")
+    };
+    assert_eq!(
+        err,
+        &ModelError::Stream {
+            provider_type: Some("UNAVAILABLE".into()),
+            code: Some("503".into()),
+            invalid_request: None,
+            retryable: true,
+            message: "The model is overloaded.".into(),
         }
-        other => panic!("{other:?}"),
-    }
+    );
+    assert_eq!(err.status(), Some(200));
+}
+
+#[tokio::test]
+async fn an_invalid_argument_chunk_mid_stream_is_not_retryable_and_keeps_its_kind() {
+    let body = sse(&[
+        chunk(json!([{"text": "Hi"}]), None, None),
+        json!({"error": {"code": 400, "message": "The input token count (132478) exceeds the maximum number of tokens allowed (131072).", "status": "INVALID_ARGUMENT"}}),
+    ]);
+    let server = fake(body).await;
+    let events = run(&server).await;
+    let Some(Err(err)) = events.last() else {
+        panic!("{events:?}")
+    };
+    assert_eq!(
+        err,
+        &ModelError::Stream {
+            provider_type: Some("INVALID_ARGUMENT".into()),
+            code: Some("400".into()),
+            invalid_request: Some(InvalidRequestKind::ContextWindowExceeded),
+            retryable: false,
+            message: "The input token count (132478) exceeds the maximum number of tokens \
+                      allowed (131072)."
+                .into(),
+        }
+    );
+    assert!(err.is_context_window_exceeded());
 }
 
 #[tokio::test]

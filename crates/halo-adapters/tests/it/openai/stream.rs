@@ -12,8 +12,8 @@ use futures::StreamExt as _;
 use halo_adapters::openai::OpenAiCompatible;
 use halo_core::tool::{NoArgs, Tool, ToolError, ToolOutput};
 use halo_core::{
-    AgentEvent, FinishReason, GenerationOptions, HaloAgent, HaloError, Message, ModelAdapter,
-    ModelError, ModelRequest, ModelResponse, ModelStreamEvent, ToolCall, Usage,
+    AgentEvent, FinishReason, GenerationOptions, HaloAgent, HaloError, InvalidRequestKind, Message,
+    ModelAdapter, ModelError, ModelRequest, ModelResponse, ModelStreamEvent, ToolCall, Usage,
 };
 use serde_json::{Value, json};
 
@@ -127,7 +127,11 @@ async fn stream_call(model: &OpenAiCompatible) -> Streamed {
             .iter()
             .map(|c| (c.id.clone(), c.name.clone(), c.raw_arguments.clone()))
             .collect();
-        assert_eq!(calls, finished, "tool-call deltas add up");
+        // Per call: the turn orders calls by wire index, the events by first appearance.
+        let (mut by_id, mut finished) = (calls, finished);
+        by_id.sort();
+        finished.sort();
+        assert_eq!(by_id, finished, "tool-call deltas add up");
     }
     streamed
 }
@@ -289,13 +293,16 @@ async fn named_message_events_are_read_and_an_error_event_fails() {
     assert_eq!(got.text(), "Hel");
     assert_eq!(
         got.error(),
-        &ModelError::Server {
-            status: 529,
-            retry_after: None,
-            message: "Overloaded (type overloaded_error)".into()
+        &ModelError::Stream {
+            provider_type: Some("overloaded_error".into()),
+            code: None,
+            invalid_request: None,
+            retryable: true,
+            message: "Overloaded".into(),
         }
     );
     assert!(got.error().is_retryable());
+    assert_eq!(got.error().status(), Some(200));
 }
 
 #[tokio::test]
@@ -336,38 +343,87 @@ async fn done_present_or_absent_gives_the_same_turn() {
 }
 
 #[tokio::test]
-async fn error_payloads_mid_stream_are_typed_errors() {
+async fn error_payloads_mid_stream_keep_status_200_with_type_and_code() {
+    // Trigger: a mid-stream `server_error` read as HTTP 500, indistinguishable from an HTTP
+    // 500 answered before the stream.
+    let stream = |provider_type: Option<&str>,
+                  code: Option<&str>,
+                  invalid_request: Option<InvalidRequestKind>,
+                  retryable: bool,
+                  message: &str| ModelError::Stream {
+        provider_type: provider_type.map(Into::into),
+        code: code.map(Into::into),
+        invalid_request,
+        retryable,
+        message: message.into(),
+    };
     let cases: Vec<(&str, ModelError)> = vec![
         (
             r#"{"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}"#,
-            ModelError::Server {
-                status: 500,
-                retry_after: None,
-                message:
-                    "The server had an error while processing your request. (type server_error)"
-                        .into(),
-            },
+            stream(
+                Some("server_error"),
+                None,
+                None,
+                true,
+                "The server had an error while processing your request.",
+            ),
         ),
         (
             // vLLM: the status as a numeric code.
             r#"{"error":{"object":"error","message":"max_tokens is too large","type":"BadRequestError","param":null,"code":400}}"#,
-            ModelError::InvalidRequest {
-                status: 400,
-                message: "max_tokens is too large (type BadRequestError, code 400)".into(),
-            },
+            stream(
+                Some("BadRequestError"),
+                Some("400"),
+                Some(InvalidRequestKind::Other),
+                false,
+                "max_tokens is too large",
+            ),
         ),
         (
             r#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#,
-            ModelError::RateLimited {
-                retry_after: None,
-                message: "Rate limit reached (type requests, code rate_limit_exceeded)".into(),
-            },
+            stream(
+                Some("requests"),
+                Some("rate_limit_exceeded"),
+                None,
+                true,
+                "Rate limit reached",
+            ),
+        ),
+        (
+            // OpenAI's code for an over-long prompt, as its Responses stream reports it.
+            r#"{"error":{"type":"invalid_request_error","code":"context_length_exceeded","message":"Your input exceeds the context window of this model. Please adjust your input and try again.","param":"input"}}"#,
+            stream(
+                Some("invalid_request_error"),
+                Some("context_length_exceeded"),
+                Some(InvalidRequestKind::ContextWindowExceeded),
+                false,
+                "Your input exceeds the context window of this model. Please adjust your input and try again.",
+            ),
+        ),
+        (
+            // Newer llama-server: `data: {"error": …}` with its error type and HTTP code.
+            r#"{"error":{"code":400,"message":"request (4476 tokens) exceeds the available context size (4096 tokens), try increasing it","type":"exceed_context_size_error","n_prompt_tokens":4476,"n_ctx":4096}}"#,
+            stream(
+                Some("exceed_context_size_error"),
+                Some("400"),
+                Some(InvalidRequestKind::ContextWindowExceeded),
+                false,
+                "request (4476 tokens) exceeds the available context size (4096 tokens), try increasing it",
+            ),
+        ),
+        (
+            r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}"#,
+            stream(
+                Some("insufficient_quota"),
+                Some("insufficient_quota"),
+                None,
+                false,
+                "You exceeded your current quota, please check your plan and billing details.",
+            ),
         ),
         (
             r#"{"error":"something odd happened"}"#,
-            ModelError::Other(
-                "the provider reported an error mid-stream: something odd happened".into(),
-            ),
+            stream(None, None, None, false, "something odd happened"),
         ),
     ];
     for (payload, expected) in cases {
@@ -381,7 +437,45 @@ async fn error_payloads_mid_stream_are_typed_errors() {
         let got = over_split_server(Reply::Pieces(byte_pieces(&body, 40))).await;
         assert_eq!(got.text(), "Partial answer", "deltas before the error");
         assert_eq!(got.error(), &expected, "for {payload}");
+        assert_eq!(got.error().status(), Some(200), "for {payload}");
     }
+}
+
+#[tokio::test]
+async fn llama_cpp_timings_on_the_final_chunk_give_the_usage() {
+    // Trigger: llama-server's final chunk with `timings` and no `usage` lost every count.
+    let final_chunk = json!({
+        "choices": [{"finish_reason": "stop", "index": 0, "delta": {}}],
+        "created": 1_750_000_000,
+        "id": "chatcmpl-llama",
+        "model": "qwen2.5-7b-instruct",
+        "system_fingerprint": "b6000-abcdef01",
+        "object": "chat.completion.chunk",
+        "timings": {
+            "cache_n": 236, "prompt_n": 14, "prompt_ms": 51.2, "prompt_per_token_ms": 3.66,
+            "prompt_per_second": 273.4, "predicted_n": 9, "predicted_ms": 80.1,
+            "predicted_per_token_ms": 8.9, "predicted_per_second": 112.4
+        }
+    });
+    let body = Turn::new(Shape::Bare)
+        .text("from llama.cpp")
+        .raw_chunk(final_chunk)
+        .done()
+        .body(Ending::Lf);
+    let server = SplitServer::start([Reply::Pieces(byte_pieces(&body, 64))]).await;
+    let got = stream_call(&bare(server.base_url())).await;
+    server.finish();
+    assert_eq!(
+        got.turn().usage,
+        Usage {
+            input_tokens: Some(250),
+            output_tokens: Some(9),
+            cache_read_tokens: Some(236),
+            cache_write_tokens: None,
+            reasoning_tokens: None,
+        }
+    );
+    assert_eq!(got.turn().finish_reason, FinishReason::Stop);
 }
 
 #[tokio::test]
@@ -398,11 +492,18 @@ async fn the_old_llama_cpp_error_field_line_is_an_error() {
     assert_eq!(got.text(), "The");
     assert_eq!(
         got.error(),
-        &ModelError::Server {
-            status: 500,
-            retry_after: None,
-            message: "the context is full (type server_error, code 500)".into()
+        &ModelError::Stream {
+            provider_type: Some("server_error".into()),
+            code: Some("500".into()),
+            invalid_request: None,
+            retryable: true,
+            message: "the context is full".into(),
         }
+    );
+    assert_eq!(
+        got.error().to_string(),
+        "the provider reported an error mid-stream (HTTP 200, type server_error, code 500): \
+         the context is full; try again"
     );
 }
 
@@ -681,6 +782,53 @@ async fn parallel_calls_interleave_within_and_across_chunks() {
         "{\"a\":3,\"b\":4}",
         json!({"a": 3, "b": 4}),
     );
+    assert_eq!(got.turn().finish_reason, FinishReason::ToolCalls);
+}
+
+#[tokio::test]
+async fn parallel_calls_started_out_of_index_order_keep_the_providers_index_order() {
+    // Trigger: index 1 started before index 0, and the turn listed call_b first.
+    let fake = FakeChat::start([Turn::new(Shape::OpenAi)
+        .calls(vec![start(1, "call_b", "clock")])
+        .calls(vec![start(0, "call_a", "add"), args(1, "{}")])
+        .calls(vec![args(0, "{\"a\":1,\"b\":2}")])
+        .calls(vec![
+            start(2, "call_c", "add"),
+            args(2, "{\"a\":3,\"b\":4}"),
+        ])
+        .finish("tool_calls")
+        .usage_chunk(openai_usage(100, 30, 0))
+        .done()
+        .respond()])
+    .await;
+    let model = OpenAiCompatible::openai("gpt-4o-mini")
+        .api_key(KEY)
+        .base_url(fake.base_url())
+        .build()
+        .unwrap();
+    let got = stream_call(&model).await;
+    fake.finish();
+    // The events number calls as they appear, so each delta names its call from the start.
+    let starts: Vec<_> = got
+        .deltas
+        .iter()
+        .filter_map(|d| match d {
+            ModelStreamEvent::ToolCallStart { index, id, .. } => Some((*index, id.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(starts, [(0, "call_b"), (1, "call_a"), (2, "call_c")]);
+    let calls = &got.turn().message.tool_calls;
+    let ids: Vec<_> = calls.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["call_a", "call_b", "call_c"], "wire index order");
+    assert_call(
+        &calls[0],
+        "call_a",
+        "add",
+        "{\"a\":1,\"b\":2}",
+        json!({"a": 1, "b": 2}),
+    );
+    assert_call(&calls[1], "call_b", "clock", "{}", json!({}));
     assert_eq!(got.turn().finish_reason, FinishReason::ToolCalls);
 }
 
