@@ -582,9 +582,11 @@ pub enum ModelStreamEvent {
     TextDelta(String),
     /// A piece of reasoning text.
     ReasoningDelta(String),
-    /// A tool call began. `index` is its position in the turn (0-based).
+    /// A tool call began. `index` identifies the call within this stream (0-based, in order
+    /// of first appearance) so its `ToolCallDelta`s can name it; the finished turn lists its
+    /// calls in the provider's own order, which may differ.
     ToolCallStart {
-        /// Position of the call in the turn.
+        /// The call's number within the stream, in order of first appearance.
         index: usize,
         /// The call's id.
         id: String,
