@@ -290,7 +290,8 @@ impl HaloAgent {
     }
 
     /// The message log, for callers that edit history themselves. Whatever it then holds,
-    /// requests stay valid ([`crate::request`]).
+    /// requests stay valid ([`crate::request`]). Edits are not journaled: a session store
+    /// records only what the engine commits.
     pub fn log_mut(&mut self) -> &mut MessageLog {
         self.state.log_mut()
     }
