@@ -5,7 +5,7 @@
 //! [`generate_text`](HaloAgent::generate_text), [`stream_text`](HaloAgent::stream_text),
 //! [`resume`](HaloAgent::resume), the manual [`send`](HaloAgent::send) /
 //! [`submit_tool_result`](HaloAgent::submit_tool_result) and
-//! [`generate_object`](HaloAgent::generate_object) — live in `drive.rs` and `output.rs`,
+//! `generate_object` — live in `drive.rs` and `output.rs`,
 //! tool dispatch in `dispatch.rs`, tracing in `telemetry.rs`.
 
 use std::sync::Arc;

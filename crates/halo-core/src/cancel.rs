@@ -3,7 +3,7 @@
 //! [`HaloAgent::cancel_token`](crate::HaloAgent::cancel_token) hands out a token; calling
 //! [`CancelToken::cancel`] while a run is in flight ends it at once, as dropping its future or
 //! stream would — the model call or the running tools are dropped and the log keeps only
-//! complete steps — and the run returns [`HaloError::Cancelled`](crate::HaloError::Cancelled).
+//! complete steps — and the run returns [`HaloError::Cancelled`].
 //! The step in flight stays in the run state, so [`resume`](crate::HaloAgent::resume)
 //! continues it. Each run starts uncancelled.
 

@@ -24,7 +24,7 @@
 //! The drivers — [`HaloAgent::generate_text`](crate::HaloAgent::generate_text),
 //! [`stream_text`](crate::HaloAgent::stream_text), [`resume`](crate::HaloAgent::resume), the
 //! manual [`send`](crate::HaloAgent::send) / [`submit_tool_result`](crate::HaloAgent::submit_tool_result)
-//! and [`generate_object`](crate::HaloAgent::generate_object) — are thin loops over this one
+//! and `generate_object` — are thin loops over this one
 //! machine (`drive.rs`).
 //!
 //! Invariants the engine keeps, whatever the driver does:

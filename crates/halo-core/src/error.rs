@@ -84,7 +84,7 @@ pub enum HaloError {
         /// The answer that was rejected.
         answer: String,
     },
-    /// [`generate_object`](crate::HaloAgent::generate_object) got no answer fitting the
+    /// `generate_object` got no answer fitting the
     /// schema within its retry budget.
     #[error(
         "the model's answer does not fit the output schema after {attempts} attempt(s): {message}"

@@ -287,6 +287,35 @@ struct Registered {
     tool: Option<Arc<dyn DynTool>>,
     annotations: ToolAnnotations,
     validator: jsonschema::Validator,
+    /// `oneOf` / `anyOf` lists made only of `const`s (what schemars derives for an enum
+    /// whose variants have doc comments), by their schema path: so an error can name the
+    /// allowed values instead of "not valid under any of the schemas listed in 'oneOf'".
+    choices: BTreeMap<String, Vec<Value>>,
+}
+
+/// Every `oneOf` / `anyOf` of `schema` whose entries all carry a `const`, by JSON pointer.
+fn const_choices(schema: &Value, at: &str, out: &mut BTreeMap<String, Vec<Value>>) {
+    match schema {
+        Value::Object(map) => {
+            for (key, value) in map {
+                let here = format!("{at}/{}", key.replace('~', "~0").replace('/', "~1"));
+                if let ("oneOf" | "anyOf", Value::Array(items)) = (key.as_str(), value) {
+                    let consts: Option<Vec<Value>> =
+                        items.iter().map(|i| i.get("const").cloned()).collect();
+                    if let Some(consts) = consts.filter(|c| !c.is_empty()) {
+                        out.insert(here.clone(), consts);
+                    }
+                }
+                const_choices(value, &here, out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                const_choices(item, &format!("{at}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Tools by name, with their compiled parameter schemas and their executors (none for a
@@ -344,12 +373,15 @@ impl ToolRegistry {
         }
         let validator = jsonschema::validator_for(&spec.parameters)
             .map_err(|_| PrefixError::InvalidSchema(spec.name.clone()))?;
+        let mut choices = BTreeMap::new();
+        const_choices(&spec.parameters, "", &mut choices);
         self.tools.insert(
             spec.name.clone(),
             Registered {
                 tool,
                 annotations,
                 validator,
+                choices,
             },
         );
         Ok(())
@@ -446,10 +478,22 @@ impl ToolRegistry {
             .take(5)
             .map(|e| {
                 let at = e.instance_path().to_string();
+                let message = match reg.choices.get(e.schema_path().as_str()) {
+                    Some(allowed) => format!(
+                        "{} is not one of the allowed values: {}",
+                        e.instance(),
+                        allowed
+                            .iter()
+                            .map(Value::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    None => e.to_string(),
+                };
                 if at.is_empty() {
-                    e.to_string()
+                    message
                 } else {
-                    format!("at {at}: {e}")
+                    format!("at {at}: {message}")
                 }
             })
             .collect())
@@ -544,6 +588,46 @@ mod tests {
 
     fn run(r: &ToolRegistry, name: &str, raw: &str) -> Result<ToolResult, String> {
         futures::executor::block_on(r.execute(&ToolCall::new("c1", name, raw)))
+    }
+
+    // schemars derives an enum with documented variants as a `oneOf` of consts; the
+    // validator's own message ("not valid under any of the schemas listed in the 'oneOf'
+    // keyword") did not say what the model may send.
+    #[test]
+    fn an_enum_error_names_the_allowed_values() {
+        #[derive(Deserialize, JsonSchema)]
+        #[serde(rename_all = "lowercase")]
+        enum Unit {
+            /// metres
+            M,
+            /// kilometres
+            Km,
+        }
+        #[derive(Deserialize, JsonSchema)]
+        struct ConvertArgs {
+            #[allow(dead_code)]
+            from: Unit,
+        }
+        struct Convert;
+        impl Tool for Convert {
+            type Args = ConvertArgs;
+            fn name(&self) -> &str {
+                "convert"
+            }
+            fn description(&self) -> &str {
+                "Converts."
+            }
+            async fn call(&self, _: ConvertArgs) -> Result<ToolOutput, ToolError> {
+                Ok("ok".into())
+            }
+        }
+        let mut r = ToolRegistry::new();
+        r.insert(Arc::new(Convert)).unwrap();
+        let result = run(&r, "convert", r#"{"from":"parsec"}"#).unwrap();
+        assert_eq!(
+            result.content,
+            "the arguments of `convert` do not match its schema: at /from: \"parsec\" is not one of the allowed values: \"m\", \"km\"; call it again with arguments that do"
+        );
     }
 
     #[test]
