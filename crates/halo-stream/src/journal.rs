@@ -6,11 +6,15 @@
 //!
 //! ```text
 //! {"type":"halo_journal","version":1}
-//! {"type":"user","message":{"role":"user","content":"Fix the bug"},"at_ms":1767225600000}
-//! {"type":"prefix","fingerprint":"9f2c…","prefix_bytes":4210,"at_ms":1767225600001}
-//! {"type":"step","assistant":{"text":"","tool_calls":[…]},"results":[…],"finish_reason":"tool_calls","usage":{…},"at_ms":…}
-//! {"type":"outcome","outcome":{"outcome":"answered"},"at_ms":…}
+//! {"type":"user","message":{"role":"user","content":[{"type":"text","text":"What do the notes say?"}]},"at_ms":1796128137847}
+//! {"type":"prefix","fingerprint":"c47c8c3b…","prefix_bytes":5928,"at_ms":1796128137861}
+//! {"type":"step","assistant":{"text":"","tool_calls":[{"id":"call_0001","name":"read","raw_arguments":"{\"path\":\"notes.txt\"}"}]},"results":[{"tool_call_id":"call_0001","tool_name":"read","content":"     1\tMeeting notes","is_error":false}],"finish_reason":"tool_calls","usage":{…},"at_ms":1796128137876}
+//! {"type":"outcome","outcome":{"outcome":"max_steps_reached"},"at_ms":1796128137876}
+//! {"type":"step","assistant":{"text":"The notes are meeting notes."},"results":[],"finish_reason":"stop","usage":{…},"at_ms":1796128137951}
+//! {"type":"outcome","outcome":{"outcome":"answered"},"at_ms":1796128137951}
 //! ```
+//!
+//! (A run stopped by `max_steps`, then resumed: the resumed run adds no user line.)
 //!
 //! Durability: [`append`](SessionStore::append) writes all events of the call as complete
 //! lines in one `write` to a file opened for appending, then `fsync`s its data
