@@ -18,11 +18,17 @@ use serde_json::Value;
 /// The coder on `dir`, talking to `sim`, with `--json` and `args`; the environment names no
 /// other provider, so the OpenAI-compatible adapter is picked.
 pub fn coder(sim: &OpenAiSim, dir: &Path, args: &[&str]) -> tokio::process::Command {
+    let mut cmd = coder_text(sim, dir, args);
+    cmd.arg("--json");
+    cmd
+}
+
+/// As [`coder`], without `--json`: the output for people.
+pub fn coder_text(sim: &OpenAiSim, dir: &Path, args: &[&str]) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_coder"));
     cmd.args(args)
         .arg("--dir")
         .arg(dir)
-        .arg("--json")
         .env_remove("ANTHROPIC_API_KEY")
         .env_remove("GEMINI_API_KEY")
         .env_remove("DEEPSEEK_API_KEY")

@@ -7,7 +7,7 @@ use halo_adapters::sim::openai::OpenAiSim;
 use halo_core::session::{JournalEvent, JournalOutcome};
 use serde_json::{Value, json};
 
-use super::{coder, describe, journal, json_lines, run};
+use super::{coder, coder_text, describe, journal, json_lines, run};
 
 const TASK: &str = "What do the notes say?";
 
@@ -228,4 +228,57 @@ async fn resume_on_a_new_or_damaged_journal_says_what_to_do() {
     );
     assert_eq!(std::fs::read(&notes).unwrap(), before);
     assert!(sim.requests().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_text_output_names_the_session_and_how_to_resume() {
+    let project = project();
+    let dir = project.path();
+    let journals = tempfile::tempdir().unwrap();
+    let path = journals.path().join("s.jsonl");
+    let session = path.to_str().unwrap();
+    let sim = OpenAiSim::openai().await.unwrap();
+    sim.set_reply_script(script());
+
+    let out = run(coder_text(
+        &sim,
+        dir,
+        &["--session", session, "--max-steps", "1", TASK],
+    ))
+    .await;
+    assert!(out.status.success(), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("session: {session} (new)\n")),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("task: {TASK}\n")), "{stdout}");
+    assert!(
+        stdout.contains("→ read {\"path\":\"notes.txt\"}"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("stopped: the model still wanted tools after 1 steps"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "the session {session} keeps every completed step: `--session {session} --resume` continues"
+        )),
+        "{stdout}"
+    );
+
+    let out = run(coder_text(&sim, dir, &["--session", session, "--resume"])).await;
+    assert!(out.status.success(), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("session: {session} (restored 3 messages)\n")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("task: (resuming the interrupted run)\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("\nThe release is on Friday.\n"), "{stdout}");
+    assert!(stdout.contains("stats: 2 steps, 1 tool call,"), "{stdout}");
 }
