@@ -224,8 +224,15 @@ async fn kill_9_at_twenty_random_moments_loses_no_committed_step() {
             };
             // The fake answers by the conversation's state: the script from the first step
             // not yet committed (a killed process may have used replies it never committed).
-            // Give a killed process's last request time to reach the fake first.
-            tokio::time::sleep(Duration::from_millis(30)).await;
+            // A killed process's last request may still be on its way to the fake: wait until
+            // the fake has seen no new request for 30 ms.
+            loop {
+                let seen = sim.requests().len();
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                if sim.requests().len() == seen {
+                    break;
+                }
+            }
             sim.set_reply_script(script[steps..].iter().cloned());
             let args: Vec<&str> = if progress == Progress::Empty {
                 if kills_here > 0 {
