@@ -70,8 +70,9 @@ pub enum Bench {
 /// `cargo xtask demo`'s arguments; the flags are the coder's own and are passed on to it.
 #[derive(Debug, Args, PartialEq, Eq)]
 pub struct DemoArgs {
-    /// What the agent should do, in quotes. Default: a question about the sample folder.
-    #[arg(value_parser = non_empty)]
+    /// What the agent should do, in quotes. Default: a question about the sample folder
+    /// (none with --resume). With --session FILE holding a conversation, its next user turn.
+    #[arg(value_parser = non_empty, conflicts_with = "resume")]
     pub task: Option<String>,
     /// The folder the agent works in (default: a sample folder under target/).
     #[arg(long, value_name = "DIR")]
@@ -85,6 +86,15 @@ pub struct DemoArgs {
     /// Run commands without asking.
     #[arg(long, short)]
     pub yes: bool,
+    /// Journal the conversation into FILE; a FILE holding one is restored first.
+    #[arg(long, value_name = "FILE")]
+    pub session: Option<PathBuf>,
+    /// Continue the interrupted run of --session FILE instead of giving a task.
+    #[arg(long, requires = "session")]
+    pub resume: bool,
+    /// Print every agent event as a JSON line on stdout.
+    #[arg(long)]
+    pub json: bool,
 }
 
 fn non_empty(s: &str) -> Result<String, String> {
@@ -170,6 +180,14 @@ mod tests {
             ErrorKind::ValueValidation
         );
         assert_eq!(kind(&["demo", "  "]), ErrorKind::ValueValidation);
+        assert_eq!(
+            kind(&["demo", "--resume"]),
+            ErrorKind::MissingRequiredArgument
+        );
+        assert_eq!(
+            kind(&["demo", "a task", "--session", "s.jsonl", "--resume"]),
+            ErrorKind::ArgumentConflict
+        );
         // No subcommand: the help, on stderr, as an error.
         assert_eq!(
             kind(&[]),
@@ -188,6 +206,9 @@ mod tests {
             "--dir",
             "/tmp/x",
             "--read-only",
+            "--session",
+            "s.jsonl",
+            "--json",
         ])
         .unwrap()
         .command
@@ -202,7 +223,20 @@ mod tests {
                 max_steps: Some(7),
                 read_only: true,
                 yes: true,
+                session: Some(PathBuf::from("s.jsonl")),
+                resume: false,
+                json: true,
             }
+        );
+        let Cmd::Demo(args) = parse(&["demo", "--resume", "--session", "s.jsonl"])
+            .unwrap()
+            .command
+        else {
+            panic!("not demo")
+        };
+        assert_eq!(
+            (args.task, args.resume, args.session),
+            (None, true, Some(PathBuf::from("s.jsonl")))
         );
         let Cmd::Demo(args) = parse(&["demo"]).unwrap().command else {
             panic!("not demo")

@@ -1,5 +1,6 @@
-//! `cargo xtask demo ["TASK"] [--dir DIR] [--max-steps N] [--read-only] [--yes]`: sets up what
-//! is missing, then runs `examples/coder` (the flags are the coder's and are passed on to it).
+//! `cargo xtask demo ["TASK"] [--dir DIR] [--max-steps N] [--read-only] [--yes]
+//! [--session FILE] [--resume] [--json]`: sets up what is missing, then runs `examples/coder`
+//! (the flags are the coder's and are passed on to it).
 //!
 //! With `ANTHROPIC_API_KEY`, `GEMINI_API_KEY`, `DEEPSEEK_API_KEY` or `OPENAI_API_KEY` set
 //! (picked in that order; each with an optional `*_BASE_URL` and `*_MODEL`), the agent uses
@@ -37,8 +38,12 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         max_steps,
         read_only,
         yes,
+        session,
+        resume,
+        json,
     } = args;
-    let task = task.unwrap_or_else(|| DEFAULT_TASK.to_string());
+    // `--resume` continues the session's run: no task (clap refuses one given with it).
+    let task = (!resume).then(|| task.unwrap_or_else(|| DEFAULT_TASK.to_string()));
     let dir = match dir {
         Some(d) => {
             if !d.is_dir() {
@@ -96,7 +101,13 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             );
         }
     }
-    cmd.arg("--").arg(&task).arg("--dir").arg(&dir);
+    cmd.arg("--");
+    if let Some(task) = &task {
+        cmd.arg(task);
+    }
+    // The coder runs in the workspace root: paths the user gave relative to their own folder
+    // are made absolute first.
+    cmd.arg("--dir").arg(std::path::absolute(&dir)?);
     if let Some(n) = max_steps {
         cmd.arg("--max-steps").arg(n.to_string());
     }
@@ -105,6 +116,15 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     }
     if yes {
         cmd.arg("--yes");
+    }
+    if let Some(session) = &session {
+        cmd.arg("--session").arg(std::path::absolute(session)?);
+    }
+    if resume {
+        cmd.arg("--resume");
+    }
+    if json {
+        cmd.arg("--json");
     }
     run_cmd(&mut cmd)
 }

@@ -12,6 +12,10 @@
 //!   ([`HaloStream`], items `Result<Bytes, Infallible>`) for axum, hyper or any framework;
 //!   send it with [`UI_MESSAGE_STREAM_HEADERS`].
 //! - [`UiMessageChunk`]: the parts themselves, for transports other than SSE.
+//! - [`journal::JsonlStore`]: the other way agent events leave the process, to disk — a
+//!   session journal in a JSON Lines file for
+//!   [`HaloAgentBuilder::session`](halo_core::HaloAgentBuilder::session), fsynced per append,
+//!   a torn last line skipped.
 //! - Cache busts found by halo-core's predicted-miss ledger go out as transient
 //!   [`CACHE_BUST_PART`] data parts, for the chat's `onData` callback
 //!   ([`StreamOptions::with_halo_data`] turns them off).
@@ -47,6 +51,7 @@
 mod body;
 mod chunk;
 mod encode;
+pub mod journal;
 
 pub use body::{
     HaloStream, UI_MESSAGE_STREAM_HEADERS, create_halo_stream, create_halo_stream_with,

@@ -5,7 +5,7 @@
 //! files freely, and each command (`bash`) waits for the user's answer at a
 //! `[Y]es / [N]o / [Q]uit` prompt ([`TerminalApprover`]).
 
-use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::io::{BufRead as _, IsTerminal as _};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -20,17 +20,28 @@ use halo_sandbox::policy::{
 ///
 /// The prompt reads stdin on a blocking thread (`tokio::task::spawn_blocking`), so the async
 /// runtime keeps going while the user thinks. Only use it when stdin is a terminal; see
-/// [`session_hooks`].
-pub struct TerminalApprover;
+/// [`session_hooks`]. The question goes to stdout, or to stderr when stdout carries
+/// `--json` lines.
+pub struct TerminalApprover {
+    /// Write the question to stderr instead of stdout.
+    pub to_stderr: bool,
+}
 
 #[async_trait]
 impl Approver for TerminalApprover {
     async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
         let question = question(request);
-        tokio::task::spawn_blocking(move || ask(&question))
-            .await
-            // The prompt thread panicked (a broken terminal): stop rather than guess.
-            .unwrap_or(ApprovalAnswer::Abort)
+        let to_stderr = self.to_stderr;
+        tokio::task::spawn_blocking(move || {
+            if to_stderr {
+                ask(&question, &mut std::io::stderr())
+            } else {
+                ask(&question, &mut std::io::stdout())
+            }
+        })
+        .await
+        // The prompt thread panicked (a broken terminal): stop rather than guess.
+        .unwrap_or(ApprovalAnswer::Abort)
     }
 }
 
@@ -46,10 +57,9 @@ fn question(request: &ApprovalRequest) -> String {
     }
 }
 
-/// Prints `question` and reads answers until one is understood.
-fn ask(question: &str) -> ApprovalAnswer {
+/// Prints `question` to `out` and reads answers from stdin until one is understood.
+fn ask(question: &str, out: &mut dyn std::io::Write) -> ApprovalAnswer {
     let stdin = std::io::stdin();
-    let mut out = std::io::stdout();
     let _ = write!(out, "{question}");
     loop {
         let _ = write!(out, "  [Y]es / [N]o / [Q]uit: ");
@@ -81,6 +91,8 @@ pub struct Permissions {
     pub read_only: bool,
     /// `--yes`: run commands without asking.
     pub yes: bool,
+    /// `--json`: stdout carries event lines, so the approval prompt writes to stderr.
+    pub json: bool,
 }
 
 /// The session's hooks, in order (denylist, permission policy, truncation), and one line
@@ -88,6 +100,9 @@ pub struct Permissions {
 ///
 /// Workspace-write asks at the terminal before each command; when stdin is not a terminal
 /// nobody can answer, so commands are denied (the model reads why) unless `--yes` was given.
+/// With `--json` the same holds: a person who pipes the JSON lines on (`coder --json … | jq`)
+/// still answers on the terminal, the question on stderr; a script, whose stdin is no
+/// terminal, never waits for an answer.
 pub fn session_hooks(permissions: Permissions) -> (Vec<Arc<dyn ToolHook>>, &'static str) {
     use PermissionPreset::{FullAccess, ReadOnly, WorkspaceWrite};
     let (policy, description) = if permissions.read_only {
@@ -102,7 +117,9 @@ pub fn session_hooks(permissions: Permissions) -> (Vec<Arc<dyn ToolHook>>, &'sta
         )
     } else if std::io::stdin().is_terminal() {
         (
-            PermissionPolicy::new(WorkspaceWrite).with_approver(TerminalApprover),
+            PermissionPolicy::new(WorkspaceWrite).with_approver(TerminalApprover {
+                to_stderr: permissions.json,
+            }),
             "workspace-write: edits run, each command asks [Y]es / [N]o / [Q]uit",
         )
     } else {

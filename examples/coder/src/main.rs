@@ -2,7 +2,18 @@
 //!
 //! ```text
 //! cargo run -p coder -- "TASK" [--dir DIR] [--max-steps N] [--read-only] [--yes]
+//!                              [--session FILE] [--json]
+//! cargo run -p coder -- --session FILE --resume [--dir DIR] [...]
 //! ```
+//!
+//! The command line is `cli.rs` (clap). `--session FILE` journals the conversation into FILE
+//! (JSON Lines, `halo_stream::journal::JsonlStore`, every committed step fsynced): when FILE
+//! already holds a conversation, it is restored and TASK is its next user turn; `--resume`
+//! (no TASK) continues a run that was interrupted — killed, stopped by `--max-steps`, or
+//! failed on a provider error — from its last committed step. `--json` prints every agent
+//! event as one JSON line on stdout (`{"type":"text_delta","delta":"…"}`, …, a last
+//! `{"type":"finish",…}`) or ends with `{"type":"error","kind":"…","message":"…"}` and exit
+//! code 1; the startup lines then go to stderr.
 //!
 //! The model is picked from the environment, first match wins: `ANTHROPIC_API_KEY`
 //! (optional `ANTHROPIC_BASE_URL`, `ANTHROPIC_MODEL`) uses Anthropic; `GEMINI_API_KEY`
@@ -17,23 +28,30 @@
 //! Safety hooks (`approval.rs`): a command denylist, a permission policy and output
 //! truncation. By default file edits run and each command asks `[Y]es / [N]o / [Q]uit` on
 //! the terminal; `--read-only` allows only reading, `--yes` runs commands without asking.
+//! With `--json` the question goes to stderr; when stdin is no terminal (a script) nobody can
+//! answer, so commands are denied (the model reads why) unless `--yes` is given.
 //! The small embedded model always runs read-only.
 
 mod approval;
+mod cli;
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
 use std::io::Write as _;
 
+use clap::Parser as _;
 use futures::StreamExt as _;
 use halo_core::{
     AgentEvent, AssistantMessage, FinishReason, GenerateTextResult, GenerationOptions, HaloAgent,
     HaloError, Message, SharedModel, ToolCall, ToolResult,
 };
 use halo_sandbox::ContainerSandbox;
+use halo_stream::journal::JsonlStore;
+
+use crate::cli::Cli;
 
 const SYSTEM: &str = "You are a coding agent working in a project folder. \
 Use the tools to look at files before you answer; paths are relative to the project folder. \
@@ -63,47 +81,6 @@ fn small_model_examples() -> Vec<Message> {
         Message::Tool(ToolResult::ok(&c2, "     1\tRun `make install`.")),
         Message::assistant("To install, run `make install`."),
     ]
-}
-
-struct Args {
-    task: String,
-    dir: PathBuf,
-    max_steps: usize,
-    permissions: approval::Permissions,
-}
-
-const USAGE: &str = "usage: coder \"TASK\" [--dir DIR] [--max-steps N] [--read-only] [--yes]";
-
-fn parse_args() -> anyhow::Result<Args> {
-    let mut task = None;
-    let mut dir = PathBuf::from(".");
-    let mut max_steps = 10;
-    let mut permissions = approval::Permissions::default();
-    let mut it = std::env::args().skip(1);
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--dir" => dir = PathBuf::from(it.next().context("--dir needs a folder")?),
-            "--max-steps" => {
-                max_steps = it.next().context("--max-steps needs a number")?.parse()?
-            }
-            "--read-only" => permissions.read_only = true,
-            "-y" | "--yes" => permissions.yes = true,
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            s if s.starts_with("--") => bail!("unknown option `{s}`"),
-            s if task.is_none() => task = Some(s.to_string()),
-            s => bail!("unexpected argument `{s}`; put the task in quotes"),
-        }
-    }
-    let task = task.context(USAGE)?;
-    Ok(Args {
-        task,
-        dir,
-        max_steps,
-        permissions,
-    })
 }
 
 fn set(var: &str) -> bool {
@@ -215,25 +192,42 @@ fn shorten(s: &str, max: usize) -> String {
     }
 }
 
-fn print_stats(out: &GenerateTextResult, started: Instant) {
-    for (i, step) in out.steps.iter().enumerate() {
+/// Where the human-readable lines go: stdout, or stderr when stdout carries `--json` lines.
+#[derive(Debug, Clone, Copy)]
+struct Out {
+    json: bool,
+}
+
+impl Out {
+    /// Prints one informational line.
+    fn line(self, text: impl std::fmt::Display) {
+        if self.json {
+            eprintln!("{text}");
+        } else {
+            println!("{text}");
+        }
+    }
+}
+
+fn print_stats(out: Out, result: &GenerateTextResult, started: Instant) {
+    for (i, step) in result.steps.iter().enumerate() {
         let u = &step.usage;
         let fmt = |v: Option<u64>| v.map_or("?".to_string(), |n| n.to_string());
-        println!(
+        out.line(format_args!(
             "  step {}: input {} tokens, cached {} read / {} written, output {}",
             i + 1,
             fmt(u.input_tokens),
             fmt(u.cache_read_tokens),
             fmt(u.cache_write_tokens),
             fmt(u.output_tokens)
-        );
+        ));
         if let halo_core::CacheVerdict::Bust { cause } = &step.cache.verdict {
-            println!("    cache bust: {cause}");
+            out.line(format_args!("    cache bust: {cause}"));
         }
     }
-    let s = &out.stats;
+    let s = &result.stats;
     // Providers that report no cache writes (OpenAI, DeepSeek) show `?`, not 0.
-    let written = if out
+    let written = if result
         .steps
         .iter()
         .any(|st| st.usage.cache_write_tokens.is_some())
@@ -243,7 +237,7 @@ fn print_stats(out: &GenerateTextResult, started: Instant) {
         "?".to_string()
     };
     let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
-    println!(
+    out.line(format_args!(
         "stats: {}, {}, input {} tokens, output {} tokens, cached {} tokens read / {written} written (expected {} read, {}), hit ratio {:.1} %, wall time {:.1} s",
         plural(s.steps, "step", "steps"),
         plural(s.tool_calls, "tool call", "tool calls"),
@@ -254,11 +248,11 @@ fn print_stats(out: &GenerateTextResult, started: Instant) {
         plural(s.cache_busts, "cache bust", "cache busts"),
         100.0 * s.cache_hit_ratio(),
         started.elapsed().as_secs_f64()
-    );
+    ));
 }
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -266,27 +260,90 @@ async fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let args = parse_args()?;
-    let sandbox = ContainerSandbox::new(&args.dir)
-        .with_context(|| format!("cannot use {} as the sandbox root", args.dir.display()))?;
+    let cli = Cli::parse();
+    let json = cli.json;
+    match session(cli).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) if json => {
+            // Written out so `type` comes first, as in the event lines.
+            let text = |s: &str| serde_json::Value::from(s).to_string();
+            println!(
+                "{{\"type\":\"error\",\"kind\":{},\"message\":{}}}",
+                text(error_kind(&e)),
+                text(&format!("{e:#}"))
+            );
+            std::process::ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// A session that stops before any model call, with the `kind` of its `--json` error line.
+#[derive(Debug)]
+struct Stop {
+    kind: &'static str,
+    message: String,
+}
+
+impl Stop {
+    fn nothing_to_resume(message: String) -> Self {
+        Stop {
+            kind: "nothing_to_resume",
+            message,
+        }
+    }
+}
+
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Stop {}
+
+/// The `kind` of a `--json` error line: what a script may branch on.
+fn error_kind(e: &anyhow::Error) -> &'static str {
+    if let Some(stop) = e.downcast_ref::<Stop>() {
+        return stop.kind;
+    }
+    match e.downcast_ref::<HaloError>() {
+        Some(HaloError::MaxStepsReached { .. }) => "max_steps_reached",
+        Some(HaloError::Aborted { .. }) => "aborted",
+        Some(HaloError::NothingToResume) => "nothing_to_resume",
+        Some(HaloError::Model(m)) if m.is_retryable() => "model_retryable",
+        Some(HaloError::Model(_)) => "model",
+        Some(HaloError::Session(_)) => "session",
+        Some(_) => "run",
+        None => "setup",
+    }
+}
+
+/// One coder session: set up, restore the journal, run (or resume), clean up.
+async fn session(cli: Cli) -> anyhow::Result<()> {
+    let out = Out { json: cli.json };
+    let sandbox = ContainerSandbox::new(&cli.dir)
+        .with_context(|| format!("cannot use {} as the sandbox root", cli.dir.display()))?;
     let Picked {
         model,
         desc,
         small,
         gemini,
     } = pick_model()?;
-    println!("model: {desc}");
-    println!("folder: {}", args.dir.display());
-    println!("task: {}", args.task);
+    out.line(format_args!("model: {desc}"));
+    out.line(format_args!("folder: {}", cli.dir.display()));
 
     let mut builder = HaloAgent::builder_shared(model)
         .system(SYSTEM)
-        .max_steps(args.max_steps);
+        .max_steps(cli.max_steps);
     let mut tools = sandbox.tools();
-    let mut permissions = args.permissions;
+    let mut permissions = cli.permissions();
     if small {
         if permissions.yes {
-            println!("(--yes has no effect: the small embedded model always runs read-only)");
+            out.line("(--yes has no effect: the small embedded model always runs read-only)");
         }
         permissions.read_only = true;
         // A 135M-parameter model gets the read-only tools and two worked examples.
@@ -294,28 +351,63 @@ async fn main() -> anyhow::Result<()> {
         builder = builder
             .few_shot(small_model_examples())
             .options(GenerationOptions::default().with_max_tokens(96));
-        println!(
+        out.line(format_args!(
             "tools: {} (read-only, for the small embedded model)",
             SMALL_MODEL_TOOLS.join(", ")
-        );
+        ));
     }
     let (hooks, policy) = approval::session_hooks(permissions);
-    println!("policy: {policy}");
+    out.line(format_args!("policy: {policy}"));
     for hook in hooks {
         builder = builder.hook_shared(hook);
     }
+    if let Some(path) = &cli.session {
+        builder = builder.session(Arc::new(JsonlStore::new(path)));
+    }
     let mut agent = builder.tools(tools)?.build();
-    println!(
+    if let Some(path) = &cli.session {
+        agent.restore_session().await?;
+        out.line(session_line(path, agent.log().len()));
+    }
+    out.line(format_args!(
         "prefix: {} tools, fingerprint {}",
         agent.prefix().tools().len(),
         agent.prefix().fingerprint()
-    );
+    ));
+    let task = match (&cli.task, &cli.session) {
+        (Some(task), _) => {
+            out.line(format_args!("task: {task}"));
+            if cli.session.is_some() && interrupted(&agent) {
+                out.line(
+                    "note: the session's last run did not finish; this task is its next user \
+                     turn (`--resume` without a task would have continued it instead)",
+                );
+            }
+            Some(task.clone())
+        }
+        (None, Some(path)) => {
+            if agent.log().is_empty() {
+                return Err(Stop::nothing_to_resume(format!(
+                    "nothing to resume: {} holds no conversation; start one with `coder --session {} \"TASK\"`",
+                    path.display(),
+                    path.display()
+                ))
+                .into());
+            }
+            out.line("task: (resuming the interrupted run)");
+            None
+        }
+        // clap requires a task unless --resume, and --resume requires --session.
+        (None, None) => bail!("give a TASK, or --session FILE --resume"),
+    };
 
     let started = Instant::now();
-    let outcome = run(&mut agent, args.task, started).await;
+    let outcome = run(&mut agent, task, out, cli.session.as_deref(), started).await;
     if let Some(gemini) = gemini {
         match gemini.delete_cached_content().await {
-            Ok(Some(name)) => println!("deleted the session's Gemini cached content {name}"),
+            Ok(Some(name)) => out.line(format_args!(
+                "deleted the session's Gemini cached content {name}"
+            )),
             Ok(None) => {}
             Err(e) => eprintln!("could not delete the Gemini cached content: {e}"),
         }
@@ -323,14 +415,90 @@ async fn main() -> anyhow::Result<()> {
     outcome
 }
 
-/// Streams one run of the agent on `task`, printing text, tool calls, results and stats.
-async fn run(agent: &mut HaloAgent, task: String, started: Instant) -> anyhow::Result<()> {
-    let mut events = std::pin::pin!(agent.stream_text(task));
+/// The startup line of a session file.
+fn session_line(path: &Path, messages: usize) -> String {
+    match messages {
+        0 => format!("session: {} (new)", path.display()),
+        1 => format!("session: {} (restored 1 message)", path.display()),
+        n => format!("session: {} (restored {n} messages)", path.display()),
+    }
+}
+
+/// Whether the restored conversation stopped before the model's answer.
+fn interrupted(agent: &HaloAgent) -> bool {
+    match agent.log().last() {
+        None => false,
+        Some(Message::Assistant(turn)) => !turn.tool_calls.is_empty(),
+        Some(_) => true,
+    }
+}
+
+/// Streams one run — on `task`, or resuming without one — printing text, tool calls, results
+/// and stats, or with `--json` every event as a JSON line.
+async fn run(
+    agent: &mut HaloAgent,
+    task: Option<String>,
+    out: Out,
+    session: Option<&Path>,
+    started: Instant,
+) -> anyhow::Result<()> {
+    let mut events = match task {
+        Some(task) => agent.stream_text(task).boxed(),
+        None => agent.resume_stream().boxed(),
+    };
     // Whether the current step has printed text (so the next line starts fresh).
     let mut in_text = false;
+    let resume_hint = |out: Out| {
+        if let Some(path) = session {
+            out.line(format_args!(
+                "the session {} keeps every completed step: `--session {} --resume` continues",
+                path.display(),
+                path.display()
+            ));
+        }
+    };
     while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(HaloError::NothingToResume) => {
+                let path = session.map(|p| p.display().to_string()).unwrap_or_default();
+                return Err(Stop::nothing_to_resume(format!(
+                    "nothing to resume in {path}: its last run ended with the model's answer; give a TASK to continue the conversation"
+                ))
+                .into());
+            }
+            Err(e) if out.json => return Err(e.into()),
+            Err(HaloError::MaxStepsReached { max_steps, partial }) => {
+                end_text(&mut in_text);
+                println!(
+                    "\nstopped: the model still wanted tools after {max_steps} steps (raise --max-steps)\n"
+                );
+                print_stats(out, &partial, started);
+                resume_hint(out);
+                return Ok(());
+            }
+            Err(HaloError::Aborted { tool, .. }) => {
+                end_text(&mut in_text);
+                println!("\nstopped: you quit at the approval prompt for `{tool}`");
+                return Ok(());
+            }
+            Err(e) => {
+                end_text(&mut in_text);
+                if matches!(&e, HaloError::Model(m) if m.is_retryable()) {
+                    resume_hint(out);
+                }
+                return Err(e.into());
+            }
+        };
+        if out.json {
+            let mut stdout = std::io::stdout().lock();
+            serde_json::to_writer(&mut stdout, &event)?;
+            stdout.write_all(b"\n")?;
+            stdout.flush()?;
+            continue;
+        }
         match event {
-            Ok(AgentEvent::TextDelta(delta)) => {
+            AgentEvent::TextDelta(delta) => {
                 if !in_text {
                     println!();
                     in_text = true;
@@ -338,11 +506,11 @@ async fn run(agent: &mut HaloAgent, task: String, started: Instant) -> anyhow::R
                 print!("{delta}");
                 std::io::stdout().flush()?;
             }
-            Ok(AgentEvent::ToolCall(call)) => {
+            AgentEvent::ToolCall(call) => {
                 end_text(&mut in_text);
                 println!("→ {} {}", call.name, shorten(call.replay_arguments(), 200));
             }
-            Ok(AgentEvent::ToolResult(result)) => {
+            AgentEvent::ToolResult(result) => {
                 let tag = if result.is_error { " (error)" } else { "" };
                 println!(
                     "← {}{tag} {}",
@@ -350,28 +518,16 @@ async fn run(agent: &mut HaloAgent, task: String, started: Instant) -> anyhow::R
                     shorten(&result.content, 300)
                 );
             }
-            Ok(AgentEvent::StepFinish(_)) => end_text(&mut in_text),
-            Ok(AgentEvent::Finish(out)) => {
+            AgentEvent::StepFinish(_) => end_text(&mut in_text),
+            AgentEvent::Finish(result) => {
                 end_text(&mut in_text);
-                if out.finish_reason() == Some(&FinishReason::Length) {
+                if result.finish_reason() == Some(&FinishReason::Length) {
                     println!("(the answer was cut off at the max_tokens limit)");
                 }
                 println!();
-                print_stats(&out, started);
+                print_stats(out, &result, started);
             }
-            Ok(_) => {}
-            Err(HaloError::MaxStepsReached { max_steps, partial }) => {
-                end_text(&mut in_text);
-                println!(
-                    "\nstopped: the model still wanted tools after {max_steps} steps (raise --max-steps)\n"
-                );
-                print_stats(&partial, started);
-            }
-            Err(HaloError::Aborted { tool, .. }) => {
-                end_text(&mut in_text);
-                println!("\nstopped: you quit at the approval prompt for `{tool}`");
-            }
-            Err(e) => return Err(e.into()),
+            _ => {}
         }
     }
     Ok(())

@@ -2,5 +2,6 @@
 
 mod body;
 mod encode;
+mod journal;
 mod scenarios;
 mod transcripts;

@@ -1,0 +1,294 @@
+//! kill -9 at pseudo-random moments: the coder runs a session of slow `bash` steps against
+//! the fake and is killed (SIGKILL) 20 times; each time the session goes on with
+//! `--session FILE --resume` (or the task again, when not even the task was journaled).
+//! Every journal must load, every session must end with the model's final answer, and no
+//! committed step may be lost, duplicated or out of order.
+//!
+//! Kills land anywhere: during startup, a model call, a tool run, a journal write. A torn
+//! line cannot come from SIGKILL alone (a `write` to a file completes or never starts), so
+//! some kills also cut a copy of the journal's last line onto its end, as a crash in the
+//! middle of a write would leave it; the next process must skip it and go on.
+
+use std::io::Write as _;
+use std::path::Path;
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use halo_adapters::sim::SimReply;
+use halo_adapters::sim::openai::OpenAiSim;
+use halo_core::session::{JournalEvent, JournalOutcome};
+use serde_json::json;
+
+use super::{coder, describe, journal, json_lines};
+
+/// Kills in all.
+const KILLS: usize = 20;
+/// Kills per session before it is let run to its end.
+const KILLS_PER_SESSION: usize = 4;
+/// Tool steps per session; each runs `sleep` for `STEP_SLEEP`.
+const STEPS: usize = 5;
+const STEP_SLEEP: &str = "0.15";
+/// Kill moments are drawn from 0 to this, after the process starts.
+const KILL_WINDOW_MS: u64 = 1_300;
+const ANSWER: &str = "All five steps ran.";
+const TASK: &str = "Run the five steps.";
+
+/// The command of step `i` (from 0).
+fn command(i: usize) -> String {
+    format!("sleep {STEP_SLEEP} && echo step {i}")
+}
+
+fn script() -> Vec<SimReply> {
+    (0..STEPS)
+        .map(|i| SimReply::tool_call("bash", json!({"command": command(i)})))
+        .chain([SimReply::text(ANSWER)])
+        .collect()
+}
+
+/// SplitMix64: a seeded sequence, so the kill moments are the same on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Where a session's journal stands.
+#[derive(Debug, PartialEq, Eq)]
+enum Progress {
+    /// Not even the task was journaled.
+    Empty,
+    /// This many steps committed, no answer yet.
+    Steps(usize),
+    /// The run answered.
+    Answered,
+}
+
+/// Checks the journal's order and pairing and says where it stands.
+fn check(events: &[JournalEvent]) -> Progress {
+    let Some(first) = events.first() else {
+        return Progress::Empty;
+    };
+    assert!(
+        matches!(first, JournalEvent::User { message, injected: false, .. } if message.text() == TASK),
+        "the journal starts with the task: {events:#?}"
+    );
+    let mut steps = 0;
+    let mut answered = false;
+    let mut ids = std::collections::HashSet::new();
+    let mut last_ms = 0;
+    for (i, event) in events.iter().enumerate() {
+        let at_ms = match event {
+            JournalEvent::Prefix { at_ms, .. }
+            | JournalEvent::User { at_ms, .. }
+            | JournalEvent::Step { at_ms, .. }
+            | JournalEvent::Outcome { at_ms, .. }
+            | JournalEvent::CompactBoundary { at_ms } => *at_ms,
+            other => panic!("unexpected event {other:?}"),
+        };
+        assert!(at_ms >= last_ms, "event {i} is older than the one before");
+        last_ms = at_ms;
+        assert!(
+            !answered,
+            "nothing follows the answer's outcome: {events:#?}"
+        );
+        match event {
+            JournalEvent::User { .. } => assert_eq!(i, 0, "one user message, first"),
+            JournalEvent::Prefix { .. } => {}
+            JournalEvent::Step {
+                assistant, results, ..
+            } => {
+                if steps < STEPS {
+                    // Step `steps` of the script, whole: its one call and that call's result.
+                    assert_eq!(assistant.tool_calls.len(), 1, "{assistant:?}");
+                    let call = &assistant.tool_calls[0];
+                    assert_eq!(call.name, "bash");
+                    assert_eq!(
+                        call.arguments().unwrap(),
+                        json!({"command": command(steps)}),
+                        "step {steps} is the script's step {steps}: none lost or repeated"
+                    );
+                    assert!(ids.insert(call.id.clone()), "call id {} twice", call.id);
+                    assert_eq!(results.len(), 1);
+                    assert_eq!(results[0].tool_call_id, call.id);
+                    assert!(!results[0].is_error, "{:?}", results[0]);
+                    assert!(
+                        results[0].content.contains(&format!("step {steps}")),
+                        "{:?}",
+                        results[0]
+                    );
+                } else {
+                    assert_eq!(steps, STEPS, "the answer comes after every step");
+                    assert_eq!(assistant.text, ANSWER);
+                    assert!(assistant.tool_calls.is_empty() && results.is_empty());
+                }
+                steps += 1;
+            }
+            JournalEvent::Outcome { outcome, .. } => {
+                assert_eq!(outcome, &JournalOutcome::Answered, "{events:#?}");
+                assert_eq!(steps, STEPS + 1, "answered after the last step");
+                answered = true;
+            }
+            _ => {}
+        }
+    }
+    if answered {
+        Progress::Answered
+    } else {
+        assert!(
+            steps <= STEPS,
+            "an answer step without its outcome: {events:#?}"
+        );
+        Progress::Steps(steps)
+    }
+}
+
+/// Appends the first half of the journal's last line, without its newline: a torn write.
+fn tear(path: &Path) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let last = text.lines().last().unwrap_or("{\"type\":\"halo_journal\"");
+    let half = &last[..last.len() / 2];
+    let mut file = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    file.write_all(half.as_bytes()).unwrap();
+}
+
+/// How one process ended.
+enum End {
+    /// Killed; what it wrote to stderr until then.
+    Killed(Vec<u8>),
+    Exited(Output),
+}
+
+/// Starts the coder and kills it after `kill_after`, unless it ends first.
+async fn start(sim: &OpenAiSim, dir: &Path, args: &[&str], kill_after: Option<Duration>) -> End {
+    let mut child = coder(sim, dir, args).spawn().expect("the coder starts");
+    let (mut stdout, mut stderr) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let read = tokio::spawn(async move {
+        use tokio::io::AsyncReadExt as _;
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let _ = tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err));
+        (out, err)
+    });
+    let limit = kill_after.unwrap_or(Duration::from_secs(60));
+    let status = tokio::select! {
+        status = child.wait() => Some(status.unwrap()),
+        _ = tokio::time::sleep(limit) => None,
+    };
+    let Some(status) = status else {
+        assert!(kill_after.is_some(), "the coder did not finish within 60 s");
+        child.kill().await.unwrap(); // SIGKILL, then reaped
+        let (_, stderr) = read.await.unwrap();
+        return End::Killed(stderr);
+    };
+    let (stdout, stderr) = read.await.unwrap();
+    End::Exited(Output {
+        status,
+        stdout,
+        stderr,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_at_twenty_random_moments_loses_no_committed_step() {
+    let started = Instant::now();
+    let project = tempfile::tempdir().unwrap();
+    let journals = tempfile::tempdir().unwrap();
+    let sim = OpenAiSim::openai().await.unwrap();
+    let script = script();
+    let mut rng = Rng(0x4841_4C4F); // "HALO"
+    let (mut kills, mut sessions, mut resumes, mut restarts) = (0, 0, 0, 0);
+    let (mut tears, mut torn_reports) = (0, 0);
+    let mut killed_at = Vec::new();
+
+    while kills < KILLS {
+        sessions += 1;
+        let path = journals.path().join(format!("session-{sessions}.jsonl"));
+        let session = path.to_str().unwrap().to_string();
+        let mut kills_here = 0;
+        loop {
+            let events = journal(&path).await;
+            let progress = check(&events);
+            let steps = match progress {
+                Progress::Answered => break,
+                Progress::Empty => 0,
+                Progress::Steps(n) => n,
+            };
+            // The fake answers by the conversation's state: the script from the first step
+            // not yet committed (a killed process may have used replies it never committed).
+            // A killed process's last request may still be on its way to the fake: wait until
+            // the fake has seen no new request for 30 ms.
+            loop {
+                let seen = sim.requests().len();
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                if sim.requests().len() == seen {
+                    break;
+                }
+            }
+            sim.set_reply_script(script[steps..].iter().cloned());
+            let args: Vec<&str> = if progress == Progress::Empty {
+                if kills_here > 0 {
+                    restarts += 1;
+                }
+                vec!["--yes", "--session", &session, TASK]
+            } else {
+                resumes += 1;
+                vec!["--yes", "--session", &session, "--resume"]
+            };
+            let kill_after = (kills < KILLS && kills_here < KILLS_PER_SESSION)
+                .then(|| Duration::from_millis(rng.below(KILL_WINDOW_MS)));
+            let stderr = match start(&sim, project.path(), &args, kill_after).await {
+                End::Killed(stderr) => {
+                    kills += 1;
+                    kills_here += 1;
+                    // Every journal a kill leaves loads (and is in order).
+                    let after = match check(&journal(&path).await) {
+                        Progress::Empty => 0,
+                        Progress::Steps(n) => n,
+                        Progress::Answered => STEPS + 1,
+                    };
+                    killed_at.push((kill_after.unwrap().as_millis(), steps, after));
+                    if rng.below(4) == 0 && path.exists() {
+                        tear(&path);
+                        tears += 1;
+                    }
+                    stderr
+                }
+                End::Exited(out) => {
+                    assert!(out.status.success(), "{}", describe(&out));
+                    let lines = json_lines(&out);
+                    let last = lines.last().expect("a finish line");
+                    assert_eq!(last["type"], "finish", "{}", describe(&out));
+                    assert_eq!(last["text"], ANSWER, "{}", describe(&out));
+                    out.stderr
+                }
+            };
+            if String::from_utf8_lossy(&stderr).contains("torn last line") {
+                torn_reports += 1;
+            }
+        }
+        // The finished session: every step once, in order, the answer last; and the file
+        // ends with a whole line.
+        let events = journal(&path).await;
+        assert_eq!(check(&events), Progress::Answered);
+        assert!(std::fs::read_to_string(&path).unwrap().ends_with('\n'));
+    }
+    let elapsed = started.elapsed();
+    eprintln!(
+        "kill -9: {kills} kills over {sessions} sessions, {resumes} resumes, {restarts} restarts \
+         with the task, {tears} torn lines added ({torn_reports} warnings), in {:.1} s; (killed after ms, steps committed before, after): {killed_at:?}",
+        elapsed.as_secs_f64()
+    );
+    assert_eq!(kills, KILLS);
+    assert!(tears > 0, "the seed tears at least one line");
+    assert!(torn_reports > 0, "a process warned of the torn line");
+    assert!(resumes >= KILLS / 2, "most kills were resumed ({resumes})");
+}

@@ -1,0 +1,79 @@
+//! The coder binary end to end, against the loopback OpenAI-compatible fake
+//! (`halo_adapters::sim::openai::OpenAiSim`) running in the test process: sessions, resume in
+//! a new process with byte-identical requests, the `--json` lines, and kill -9 at random
+//! moments. Built without the `local` feature: the coder gets its model from `OPENAI_*`.
+
+mod kill;
+mod session;
+
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use halo_adapters::sim::openai::OpenAiSim;
+use halo_core::session::{JournalEvent, SessionStore as _};
+use halo_stream::journal::JsonlStore;
+use serde_json::Value;
+
+/// The coder on `dir`, talking to `sim`, with `--json` and `args`; the environment names no
+/// other provider, so the OpenAI-compatible adapter is picked.
+pub fn coder(sim: &OpenAiSim, dir: &Path, args: &[&str]) -> tokio::process::Command {
+    let mut cmd = coder_text(sim, dir, args);
+    cmd.arg("--json");
+    cmd
+}
+
+/// As [`coder`], without `--json`: the output for people.
+pub fn coder_text(sim: &OpenAiSim, dir: &Path, args: &[&str]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_coder"));
+    cmd.args(args)
+        .arg("--dir")
+        .arg(dir)
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("GEMINI_API_KEY")
+        .env_remove("DEEPSEEK_API_KEY")
+        .env("OPENAI_API_KEY", "sk-test")
+        .env("OPENAI_BASE_URL", sim.base_url())
+        .env("OPENAI_MODEL", "sim-model")
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// Runs `cmd` to its end (at most 60 s).
+pub async fn run(mut cmd: tokio::process::Command) -> Output {
+    let child = cmd.spawn().expect("the coder binary starts");
+    tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("the coder finishes within 60 s")
+        .expect("the coder's output is read")
+}
+
+/// The stdout lines of a `--json` run, each parsed.
+pub fn json_lines(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l:?}")))
+        .collect()
+}
+
+/// A run's stdout and stderr, for assertion messages.
+pub fn describe(out: &Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// The journal at `path`, loaded as the coder loads it.
+pub async fn journal(path: &Path) -> Vec<JournalEvent> {
+    JsonlStore::new(path)
+        .load()
+        .await
+        .unwrap_or_else(|e| panic!("the journal {} loads: {e}", path.display()))
+}
