@@ -388,11 +388,16 @@ impl HaloAgent {
     }
 
     /// Writes the journal events the engine produced to the session store (or drops them
-    /// when there is none).
+    /// when there is none). When the store fails, the events stay queued, so the next
+    /// write (the next step, or a retry of the run) carries them and the journal never has
+    /// a gap.
     pub(crate) async fn flush_journal(&mut self) -> Result<(), HaloError> {
         let events = self.state.take_journal();
-        if let (Some(store), false) = (&self.store, events.is_empty()) {
-            store.append(&events).await?;
+        if let (Some(store), false) = (&self.store, events.is_empty())
+            && let Err(e) = store.append(&events).await
+        {
+            self.state.requeue_journal(events);
+            return Err(e.into());
         }
         Ok(())
     }

@@ -218,6 +218,12 @@ impl RunState {
         std::mem::take(&mut self.journal)
     }
 
+    /// Puts journal events a store failed to write back in front of the queue.
+    pub fn requeue_journal(&mut self, mut events: Vec<JournalEvent>) {
+        events.append(&mut self.journal);
+        self.journal = events;
+    }
+
     /// Starts a run on a new user message, `at_ms` milliseconds since the Unix epoch.
     ///
     /// A step left in flight by a dropped run (its future or stream dropped mid-step) is

@@ -696,3 +696,47 @@ async fn a_cancel_token_ends_the_run_with_only_complete_steps_and_resume_goes_on
     assert_eq!(results_of(&log)[1].1, INTERRUPTED);
     model.assert_consumed();
 }
+
+/// A store whose first `fail` appends fail (a full disk), then works.
+#[derive(Default)]
+struct Flaky {
+    fail: AtomicUsize,
+    inner: MemoryStore,
+}
+
+#[async_trait]
+impl halo_core::SessionStore for Flaky {
+    async fn append(
+        &self,
+        events: &[halo_core::JournalEvent],
+    ) -> Result<(), halo_core::SessionError> {
+        if self.fail.load(Ordering::SeqCst) > 0 {
+            self.fail.fetch_sub(1, Ordering::SeqCst);
+            return Err(halo_core::SessionError::Io {
+                location: "flaky".into(),
+                message: "no space left on device".into(),
+            });
+        }
+        self.inner.append(events).await
+    }
+    async fn load(&self) -> Result<Vec<halo_core::JournalEvent>, halo_core::SessionError> {
+        self.inner.load().await
+    }
+}
+
+// A failed journal write used to drop its events: the journal then had a gap.
+#[tokio::test]
+async fn a_failed_journal_write_keeps_its_events_for_the_next_one() {
+    let store = Arc::new(Flaky::default());
+    let model = ScriptedModel::new().text("one").text("two");
+    let mut agent = HaloAgent::builder(model).session(store.clone()).build();
+    store.fail.store(1, Ordering::SeqCst);
+    let err = agent.generate_text("first").await.unwrap_err();
+    assert!(matches!(err, HaloError::Session(_)), "{err:?}");
+    agent.generate_text("second").await.unwrap();
+    let restored = RunState::from_journal(&store.inner.events(), 100);
+    assert_eq!(restored.log().to_vec(), agent.log().to_vec());
+    // The first run stopped before its model call; the second answered both messages.
+    let texts: Vec<String> = agent.log().messages().map(Message::text).collect();
+    assert_eq!(texts, ["first", "second", "one"]);
+}
