@@ -100,5 +100,5 @@ pub use async_trait::async_trait;
 /// The schemars version [`Tool::Args`] is checked against (1.x), re-exported so a crate on
 /// another schemars version (0.8) can still derive tool arguments; see [`Tool`].
 pub use schemars;
-/// The `JsonSchema` trait and derive of the re-exported [`schemars`] 1.x.
+/// The `JsonSchema` trait and derive of the re-exported schemars 1.x.
 pub use schemars::JsonSchema;

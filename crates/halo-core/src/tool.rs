@@ -34,7 +34,9 @@ impl ToolOutput {
             is_error: false,
         }
     }
-    /// An error output for the model.
+    /// An error output for the model: `content` exactly as given, marked `is_error`; the run
+    /// goes on. `Err(ToolError::Failed(msg))` reads the same to the model, prefixed
+    /// `error: `; use whichever fits the code (a `?` on a failure gives the `Err` form).
     pub fn error(content: impl Into<String>) -> Self {
         ToolOutput {
             content: content.into(),

@@ -68,7 +68,10 @@ async fn main() -> anyhow::Result<()> {
             AgentEvent::ToolCall(call) => {
                 println!("tool call: {} {}", call.name, call.replay_arguments());
             }
-            AgentEvent::ToolResult(result) => println!("tool result: {}", result.content),
+            AgentEvent::ToolResult(result) => {
+                let error = if result.is_error { " (error)" } else { "" };
+                println!("tool result{error}: {}", result.content);
+            }
             AgentEvent::StepFinish(_) if in_text => {
                 println!();
                 in_text = false;
