@@ -78,8 +78,8 @@ pub use ledger::{CacheCheck, CacheLedger, CacheVerdict};
 pub use log::MessageLog;
 pub use message::{AssistantMessage, ContentPart, Message, Reasoning, ToolCall, ToolResult};
 pub use model::{
-    FinishReason, GenerationOptions, ModelAdapter, ModelError, ModelEventStream, ModelRequest,
-    ModelResponse, ModelStreamEvent, ResponseFormat, SharedModel, ToolChoice, Usage,
+    FinishReason, GenerationOptions, ModelAdapter, ModelCapabilities, ModelError, ModelEventStream,
+    ModelRequest, ModelResponse, ModelStreamEvent, ResponseFormat, SharedModel, ToolChoice, Usage,
 };
 pub use prefix::{Fingerprint, PrefixError, SkillMeta, StablePrefix, ToolSpec};
 pub use run::{AgentEvent, GenerateTextResult, StepResult, Turn};
