@@ -54,6 +54,7 @@ pub mod ledger;
 pub mod log;
 pub mod message;
 pub mod model;
+pub mod output;
 pub mod prefix;
 pub mod request;
 pub mod run;
@@ -81,6 +82,7 @@ pub use model::{
     FinishReason, GenerationOptions, ModelAdapter, ModelCapabilities, ModelError, ModelEventStream,
     ModelRequest, ModelResponse, ModelStreamEvent, ResponseFormat, SharedModel, ToolChoice, Usage,
 };
+pub use output::{ObjectResult, Output, OutputMode};
 pub use prefix::{Fingerprint, PrefixError, SkillMeta, StablePrefix, ToolSpec};
 pub use run::{AgentEvent, GenerateTextResult, StepResult, Turn};
 pub use sandbox::{Sandbox, SandboxError, SandboxPath, SharedSandbox};
