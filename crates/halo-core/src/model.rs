@@ -63,12 +63,15 @@ pub struct GenerationOptions {
     pub stop: Vec<String>,
     /// The answer's shape.
     pub response_format: ResponseFormat,
-    /// The tools the model may call in this request (`None`: all the prefix has). Set per
-    /// step by a [`StepHook`](crate::guardrail::StepHook); the prefix keeps every tool, so
-    /// the prompt bytes do not change. Adapters pass it through the provider's allowed-tools
-    /// mechanism where one exists (OpenAI `tool_choice: {"type": "allowed_tools"}`, Gemini
-    /// `toolConfig.functionCallingConfig.allowedFunctionNames`); the agent answers a call of
-    /// a tool outside the set with an error result in any case.
+    /// The tools the model may call in this request (`None`: all the prefix has; empty:
+    /// none). Set per step by a [`StepHook`](crate::guardrail::StepHook), and empty in
+    /// [`generate_object`](crate::HaloAgent::generate_object)'s calls; the prefix keeps
+    /// every tool, so the prompt bytes do not change. Adapters pass it through the
+    /// provider's allowed-tools mechanism where one exists
+    /// ([`ModelCapabilities::allowed_tools`]: OpenAI `tool_choice: {"type":
+    /// "allowed_tools"}`, Gemini `toolConfig.functionCallingConfig.allowedFunctionNames`);
+    /// Anthropic has none. The agent answers a call of a tool outside the set with an error
+    /// result in any case.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_tools: Option<Vec<String>>,
 }
