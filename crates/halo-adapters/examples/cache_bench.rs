@@ -368,6 +368,10 @@ impl<M: ModelAdapter> ModelAdapter for Clocked<M> {
         self.inner.model_name()
     }
 
+    fn capabilities(&self) -> halo_core::ModelCapabilities {
+        self.inner.capabilities()
+    }
+
     async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         let n = self.calls.fetch_add(1, Ordering::Relaxed);
         let mut prefix = request.prefix.clone();

@@ -35,6 +35,16 @@
 //! few-shot turns. The text never changes: the same history gives the same bytes on every
 //! call, so the cache keeps matching once the log has trimmed.
 //!
+//! Structured output: [`OutputMode::Auto`](halo_core::OutputMode::Auto) uses JSON outputs
+//! (`output_config: {"format": {"type": "json_schema", "schema"}}`, the schema closed with
+//! `additionalProperties: false`, unsupported bounds moved into descriptions) where
+//! [`json_outputs`] says the model has them, else the output tool with `tool_choice:
+//! {"type": "tool"}`. Anthropic has no allowed-tools mechanism: active tools leave the
+//! request as it is (no active tool at all is `tool_choice: none`) and the agent answers a
+//! call of an inactive tool with an error result. Changing `tool_choice` invalidates the
+//! cached messages (tools and system stay cached), and `output_config` is observed to be
+//! part of the cache key.
+//!
 //! Errors map to [`ModelError`] by HTTP status (see [`AnthropicAdapter::generate`]); 429,
 //! 5xx and 529 (`overloaded_error`) are retried with exponential backoff through [`backon`],
 //! honouring `retry-after` up to [`MAX_RETRY_DELAY`] (a longer one fails at once). The API key lives in a
@@ -71,7 +81,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use futures::StreamExt as _;
 use halo_core::{
-    ModelAdapter, ModelError, ModelEventStream, ModelRequest, ModelResponse, model::response_events,
+    ModelAdapter, ModelCapabilities, ModelError, ModelEventStream, ModelRequest, ModelResponse,
+    model::response_events,
 };
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use secrecy::{ExposeSecret, SecretString};
@@ -319,6 +330,21 @@ impl AnthropicAdapter {
     }
 }
 
+/// Whether the model takes JSON outputs (`output_config.format`): the Claude 4 models from
+/// 4.5 on (`claude-sonnet-4-5`, `claude-opus-4-6-…`, `claude-haiku-4-5-…`), where the
+/// structured-outputs guide lists them as generally available. Older ids, and ids this
+/// rule does not know, get the output tool instead.
+pub fn json_outputs(model: &str) -> bool {
+    let Some(rest) = model.strip_prefix("claude-") else {
+        return false;
+    };
+    let mut numbers = rest
+        .split(['-', '.'])
+        .skip_while(|part| part.parse::<u32>().is_err())
+        .map_while(|part| part.parse::<u32>().ok());
+    matches!((numbers.next(), numbers.next()), (Some(4), Some(minor)) if (5..100).contains(&minor))
+}
+
 #[async_trait]
 impl ModelAdapter for AnthropicAdapter {
     fn provider(&self) -> &str {
@@ -327,6 +353,18 @@ impl ModelAdapter for AnthropicAdapter {
 
     fn model_name(&self) -> &str {
         &self.model
+    }
+
+    /// Native structured output (`output_config.format`, JSON outputs:
+    /// <https://platform.claude.com/docs/en/build-with-claude/structured-outputs>) on the
+    /// Claude 4 models from 4.5 on, with or without tools ([`json_outputs`]); forced tool
+    /// calls (`tool_choice` `any` / `tool`) on every model, except with extended thinking on,
+    /// which the API refuses for them. No allowed-tools mechanism: active tools are enforced
+    /// by the agent's error result only.
+    fn capabilities(&self) -> ModelCapabilities {
+        ModelCapabilities::new()
+            .with_native_output_with_tools(json_outputs(&self.model))
+            .with_forced_tool(true)
     }
 
     /// Sends one Messages request, retrying retryable failures.

@@ -30,6 +30,15 @@
 //! (never in the cached content) and never changes, so a trimmed history renders to the
 //! same bytes on every call.
 //!
+//! # Structured output and active tools
+//! [`OutputMode::Auto`](halo_core::OutputMode::Auto) asks natively
+//! (`generationConfig.responseMimeType: "application/json"` and `responseSchema`) when the
+//! prefix has no tools or the model is Gemini 3 or later ([`json_with_tools`]), and with the
+//! output tool and `toolConfig.functionCallingConfig: {"mode": "ANY",
+//! "allowedFunctionNames": ["final_result"]}` otherwise. Active tools go out as
+//! `allowedFunctionNames` with mode `VALIDATED` (auto) or `ANY` (required); no active tool
+//! is mode `NONE`. The function declarations never change for either.
+//!
 //! # The cache
 //! Gemini caches a prompt prefix implicitly on 2.5 and newer models (no guarantee, no
 //! control), and explicitly in a `cachedContents` object that owns the system instruction,
@@ -112,8 +121,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use futures::StreamExt as _;
 use halo_core::{
-    ModelAdapter, ModelError, ModelEventStream, ModelRequest, ModelResponse, ModelStreamEvent,
-    Usage,
+    ModelAdapter, ModelCapabilities, ModelError, ModelEventStream, ModelRequest, ModelResponse,
+    ModelStreamEvent, Usage,
 };
 use reqwest::Method;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
@@ -498,6 +507,17 @@ fn note_write(usage: &mut Usage, written: Option<u64>) {
     }
 }
 
+/// Whether the model combines a JSON response schema with function calling: Gemini 3 and
+/// later (`gemini-3-pro-preview`, `gemini-3.1-…`; an optional `models/` prefix is fine).
+/// Earlier models refuse the combination, so object runs with tools use the output tool.
+pub fn json_with_tools(model: &str) -> bool {
+    let id = model.strip_prefix("models/").unwrap_or(model);
+    id.strip_prefix("gemini-")
+        .and_then(|rest| rest.split(['-', '.']).next())
+        .and_then(|major| major.parse::<u32>().ok())
+        .is_some_and(|major| major >= 3)
+}
+
 #[async_trait]
 impl ModelAdapter for GeminiAdapter {
     fn provider(&self) -> &str {
@@ -506,6 +526,20 @@ impl ModelAdapter for GeminiAdapter {
 
     fn model_name(&self) -> &str {
         &self.model
+    }
+
+    /// Native structured output (`generationConfig.responseMimeType: "application/json"`
+    /// with `responseSchema`, through [`sanitize_schema`]:
+    /// <https://ai.google.dev/gemini-api/docs/structured-output>) in a request without
+    /// function declarations, and with them from Gemini 3 on ([`json_with_tools`]; earlier
+    /// models answer 400 `Function calling with a response mime type: 'application/json' is
+    /// unsupported`); forced calls (`ANY`); `allowedFunctionNames` for active tools.
+    fn capabilities(&self) -> ModelCapabilities {
+        ModelCapabilities::new()
+            .with_native_output(true)
+            .with_native_output_with_tools(json_with_tools(&self.model))
+            .with_forced_tool(true)
+            .with_allowed_tools(true)
     }
 
     /// Sends one `generateContent` request (naming the prefix's cached content when there

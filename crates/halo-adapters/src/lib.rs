@@ -14,6 +14,7 @@ pub mod gemini;
 mod http;
 pub mod openai;
 pub mod sse;
+mod strict;
 
 #[cfg(feature = "local")]
 pub mod local;

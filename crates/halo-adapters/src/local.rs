@@ -90,9 +90,9 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use halo_core::{
-    AssistantMessage, FinishReason, GenerationOptions, Message, ModelAdapter, ModelError,
-    ModelEventStream, ModelRequest, ModelResponse, ModelStreamEvent, ResponseFormat, StablePrefix,
-    ToolChoice, Usage,
+    AssistantMessage, FinishReason, GenerationOptions, Message, ModelAdapter, ModelCapabilities,
+    ModelError, ModelEventStream, ModelRequest, ModelResponse, ModelStreamEvent, ResponseFormat,
+    StablePrefix, ToolChoice, Usage,
 };
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::LlamaContextParams;
@@ -387,6 +387,16 @@ impl ModelAdapter for LocalAdapter {
 
     fn model_name(&self) -> &str {
         &self.model_name
+    }
+
+    /// JSON answers and tool calls are decoded under a grammar
+    /// ([constrained decoding](self#constrained-decoding)): native structured output with
+    /// and without tools, and forced tool calls. Active tools are not narrowed in the
+    /// grammar; the agent answers a call of an inactive tool with an error result.
+    fn capabilities(&self) -> ModelCapabilities {
+        ModelCapabilities::new()
+            .with_native_output_with_tools(true)
+            .with_forced_tool(true)
     }
 
     /// Runs one call on the worker thread.

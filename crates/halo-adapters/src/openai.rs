@@ -15,6 +15,8 @@
 //! | cache routing | `prompt_cache_key` = session id, else prefix fingerprint | automatic | automatic |
 //! | cache reads | `usage.prompt_tokens_details.cached_tokens` | `usage.prompt_cache_hit_tokens` | `cached_tokens`, llama.cpp `timings.cache_n`, else unknown |
 //! | reasoning replay | never | `reasoning_content` on every assistant message (`""` where none) | never |
+//! | structured output ([`OutputMode::Auto`](halo_core::OutputMode::Auto)) | native (`json_schema`, strict when the schema allows), with tools too | prompted (`json_object` only; thinking mode refuses a forced tool) | native without tools, else prompted |
+//! | active tools | `tool_choice: {"type": "allowed_tools", ...}` | plain `tool_choice` (the agent answers inactive calls) | plain `tool_choice` |
 //!
 //! Cache-first rules this adapter keeps:
 //! - The system message, the few-shot turns and the `tools` array come from the
@@ -57,7 +59,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use futures::StreamExt as _;
 use halo_core::{
-    ModelAdapter, ModelError, ModelEventStream, ModelRequest, ModelResponse, model::response_events,
+    ModelAdapter, ModelCapabilities, ModelError, ModelEventStream, ModelRequest, ModelResponse,
+    model::response_events,
 };
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
 use secrecy::{ExposeSecret, SecretString};
@@ -356,6 +359,28 @@ impl ModelAdapter for OpenAiCompatible {
 
     fn model_name(&self) -> &str {
         &self.model
+    }
+
+    /// By profile:
+    /// - OpenAI: native structured output with and without tools
+    ///   (<https://platform.openai.com/docs/guides/structured-outputs>), forced tool calls,
+    ///   `allowed_tools`.
+    /// - DeepSeek: none — `response_format` is `json_object` only
+    ///   (<https://api-docs.deepseek.com/guides/json_mode>), and thinking mode (the default)
+    ///   answers a `required` or named `tool_choice` with HTTP 400, so object runs prompt.
+    /// - Custom (llama.cpp, vLLM, Ollama): native output in a request without tools
+    ///   (their `json_schema` response formats become a grammar, which does not combine
+    ///   with tool calls everywhere); nothing else is assumed.
+    fn capabilities(&self) -> ModelCapabilities {
+        let none = ModelCapabilities::new();
+        match self.profile {
+            Profile::OpenAi => none
+                .with_native_output_with_tools(true)
+                .with_forced_tool(true)
+                .with_allowed_tools(true),
+            Profile::DeepSeek => none,
+            _ => none.with_native_output(true),
+        }
     }
 
     /// Sends one chat-completions request, retrying retryable failures.

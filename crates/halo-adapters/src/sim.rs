@@ -110,6 +110,13 @@ impl SimReply {
         SimReply::Text(text.into())
     }
 
+    /// A text answer holding `value` as compact JSON: a scripted structured-output answer
+    /// (what a model writes under OpenAI's `json_schema`, Gemini's `responseSchema` or
+    /// Anthropic's `output_config.format`).
+    pub fn json(value: &Value) -> Self {
+        SimReply::Text(value.to_string())
+    }
+
     /// A single call of the tool `name` with an `arguments` object, such as
     /// `SimReply::tool_call("weather", json!({"city": "Oslo"}))`. The agent checks the
     /// arguments against the tool's schema, as it does a real model's; arguments that do

@@ -141,11 +141,19 @@ impl Toolbox {
     ) -> Result<ToolResult, HaloError> {
         let inactive = active.is_some_and(|names| !names.contains(&call.name));
         let checked = if inactive {
-            Err(format!(
-                "`{}` is not available in this step; use one of: {}",
-                call.name,
-                active.unwrap_or_default().join(", ")
-            ))
+            let active = active.unwrap_or_default();
+            Err(if active.is_empty() {
+                format!(
+                    "`{}` is not available in this step: no tool is; answer without calling tools",
+                    call.name
+                )
+            } else {
+                format!(
+                    "`{}` is not available in this step; use one of: {}",
+                    call.name,
+                    active.join(", ")
+                )
+            })
         } else {
             self.registry.check(call)
         };

@@ -20,7 +20,8 @@ use crate::engine::Next;
 use crate::error::HaloError;
 use crate::guardrail::{OutputVerdict, StepContext, StepSettings};
 use crate::message::{Message, ToolResult};
-use crate::model::{GenerationOptions, ModelError, ModelRequest, ModelStreamEvent};
+use crate::model::{FinishReason, GenerationOptions, ModelError, ModelRequest, ModelStreamEvent};
+use crate::output::{NOT_RUN_AFTER_OUTPUT, OUTPUT_ACCEPTED, ObjectRun};
 use crate::run::{AgentEvent, GenerateTextResult, StepResult, Turn};
 use crate::telemetry;
 use crate::tool::ToolOutput;
@@ -55,7 +56,7 @@ impl HaloAgent {
         input: impl Into<String>,
     ) -> Result<GenerateTextResult, HaloError> {
         self.manual = false;
-        drive(self.run(Some(Message::user(input)), false, false)).await
+        drive(self.run(Some(Message::user(input)), false, false, None)).await
     }
 
     /// Continues the tool loop from where things stand, without a new user message.
@@ -89,7 +90,7 @@ impl HaloAgent {
     /// ends with an answer; otherwise those of [`generate_text`](Self::generate_text).
     pub async fn resume(&mut self) -> Result<GenerateTextResult, HaloError> {
         self.manual = false;
-        drive(self.run(None, false, false)).await
+        drive(self.run(None, false, false, None)).await
     }
 
     /// The streaming twin of [`resume`](Self::resume): continues the tool loop from where
@@ -98,7 +99,7 @@ impl HaloAgent {
         &mut self,
     ) -> impl Stream<Item = Result<AgentEvent, HaloError>> + Send + '_ {
         self.manual = false;
-        self.run(None, true, false)
+        self.run(None, true, false, None)
     }
 
     /// Runs the tool loop on a new user message, streaming: model calls go through
@@ -133,7 +134,7 @@ impl HaloAgent {
         input: impl Into<String>,
     ) -> impl Stream<Item = Result<AgentEvent, HaloError>> + Send + '_ {
         self.manual = false;
-        self.run(Some(Message::user(input)), true, false)
+        self.run(Some(Message::user(input)), true, false, None)
     }
 
     /// The manual mode's first half: starts a run on `input` and returns the tool calls the
@@ -160,7 +161,7 @@ impl HaloAgent {
     /// Those of [`generate_text`](Self::generate_text).
     pub async fn send(&mut self, input: impl Into<String>) -> Result<Turn, HaloError> {
         self.manual = true;
-        let result = drive(self.run(Some(Message::user(input)), false, true)).await?;
+        let result = drive(self.run(Some(Message::user(input)), false, true, None)).await?;
         Ok(turn(result))
     }
 
@@ -201,7 +202,7 @@ impl HaloAgent {
             return Ok(None);
         }
         let manual = self.manual;
-        let result = drive(self.run(None, false, manual)).await?;
+        let result = drive(self.run(None, false, manual, None)).await?;
         Ok(Some(turn(result)))
     }
 
@@ -218,13 +219,16 @@ impl HaloAgent {
     }
 
     /// The one run loop. `input` starts a run (`None` resumes); `streaming` picks the
-    /// model's streaming call; `manual` hands every tool call to the caller.
-    pub(crate) fn run(
-        &mut self,
+    /// model's streaming call; `manual` hands every tool call to the caller; `object` makes
+    /// it an object run (`output.rs`): its options, its prefix in tool mode, and the review
+    /// of every answer against the schema.
+    pub(crate) fn run<'a>(
+        &'a mut self,
         input: Option<Message>,
         streaming: bool,
         manual: bool,
-    ) -> impl Stream<Item = Result<AgentEvent, HaloError>> + Send + '_ {
+        object: Option<&'a ObjectRun>,
+    ) -> impl Stream<Item = Result<AgentEvent, HaloError>> + Send + 'a {
         let span = tracing::info_span!(
             "invoke_agent",
             "gen_ai.operation.name" = "invoke_agent",
@@ -251,6 +255,10 @@ impl HaloAgent {
                             })?;
                         }
                     }
+                    let message = match object {
+                        Some(o) => o.instruct(message),
+                        None => message,
+                    };
                     self.state.start(message, now);
                 }
                 None => {
@@ -265,6 +273,8 @@ impl HaloAgent {
             let mut step_span = tracing::Span::none();
             // The run's result, yielded after the last StepFinish.
             let mut finish: Option<GenerateTextResult> = None;
+            // Object runs: the answers checked so far.
+            let mut attempts = 0;
             loop {
                 // Each step the engine committed since the last pass: StepFinish, after the
                 // `on_step_finish` hooks.
@@ -297,15 +307,23 @@ impl HaloAgent {
                             yield AgentEvent::Injected(text);
                         }
                         let settings = self.prepare_step(step).await;
-                        active = settings.active_tools.clone();
-                        self.state.plan_model_call(&self.prefix, now);
+                        self.state.plan_model_call(
+                            object.and_then(ObjectRun::prefix).unwrap_or(&self.prefix),
+                            now,
+                        );
                         self.flush_journal().await?;
+                        let prefix = object.and_then(ObjectRun::prefix).unwrap_or(&self.prefix);
                         let options = step_options(&self.options, &settings);
+                        let options = match object {
+                            Some(o) => o.options(options, &settings),
+                            None => options,
+                        };
+                        active = options.active_tools.clone();
                         step_span = tracing::info_span!("step", "halo.step" = step);
                         let chat_span = telemetry::chat_span(&*self.model, &step_span);
                         let history = self.state.history();
                         let request = ModelRequest {
-                            prefix: &self.prefix,
+                            prefix,
                             history: &history,
                             options: &options,
                             session_id: self.session_id.as_deref(),
@@ -363,7 +381,7 @@ impl HaloAgent {
                             Ok(response) => {
                                 telemetry::record_response(&chat_span, &response);
                                 drop(chat_span);
-                                let review = !self.guards.output.is_empty();
+                                let review = !self.guards.output.is_empty() || object.is_some();
                                 let cache = self.state.model_response(response, review, now);
                                 if cache.is_bust() {
                                     yield AgentEvent::CacheBust(Box::new(cache));
@@ -377,9 +395,65 @@ impl HaloAgent {
                         }
                         self.flush_journal().await?;
                     }
-                    Next::RunTools(calls) => {
+                    Next::RunTools(mut calls) => {
+                        // Tool mode: the output tool's call is the answer, checked here.
+                        if let Some(o) = object
+                            && let Some(tool) = o.output_tool()
+                            && let Some(at) = calls.iter().position(|c| c.name == tool)
+                        {
+                            let call = calls.remove(at);
+                            attempts += 1;
+                            let verdict = match o.check_call(&call) {
+                                Ok(_) => match self.review_output(&call.raw_arguments).await {
+                                    (OutputVerdict::Accept, _) => Ok(()),
+                                    (OutputVerdict::Retry(feedback), _) => Err(Ok(feedback)),
+                                    (OutputVerdict::Reject(reason), by) => Err(Err(HaloError::OutputRejected {
+                                        guardrail: by,
+                                        reason,
+                                        answer: call.raw_arguments.clone(),
+                                    })),
+                                },
+                                Err(problem) if attempts > o.retries() => Err(Err(HaloError::InvalidObject {
+                                    attempts,
+                                    message: problem,
+                                    raw: call.raw_arguments.clone(),
+                                })),
+                                Err(problem) => Err(Ok(o.call_feedback(&problem))),
+                            };
+                            let now = self.clock.now_ms();
+                            match verdict {
+                                Ok(()) => {
+                                    let mut results = vec![ToolResult::ok(&call, OUTPUT_ACCEPTED)];
+                                    results.extend(calls.iter().map(|c| ToolResult::error(c, NOT_RUN_AFTER_OUTPUT)));
+                                    for result in &results {
+                                        yield AgentEvent::ToolResult(result.clone());
+                                    }
+                                    self.state.finish_with_results(results, now);
+                                    self.flush_journal().await?;
+                                    continue;
+                                }
+                                Err(Err(e)) => {
+                                    self.state.abort_step(e, now);
+                                    self.flush_journal().await?;
+                                    continue;
+                                }
+                                Err(Ok(feedback)) => {
+                                    let result = ToolResult::error(&call, feedback);
+                                    yield AgentEvent::ToolResult(result.clone());
+                                    self.state.tool_result(result, now)?;
+                                    self.flush_journal().await?;
+                                    if calls.is_empty() {
+                                        continue;
+                                    }
+                                }
+                            }
+                        }
+                        // An object run does not pause: a client-side tool's call gets the
+                        // registry's error result.
                         let client: Vec<_> = if manual {
                             calls.clone()
+                        } else if object.is_some() {
+                            Vec::new()
                         } else {
                             calls.iter().filter(|c| self.tools.is_client_side(&c.name)).cloned().collect()
                         };
@@ -427,15 +501,33 @@ impl HaloAgent {
                         step_span = tracing::Span::none();
                     }
                     Next::Review { text } => {
-                        let mut verdict = OutputVerdict::Accept;
-                        let mut by = String::new();
-                        for guard in self.guards.output.clone() {
-                            verdict = guard.check(&text).await;
-                            if verdict != OutputVerdict::Accept {
-                                by = guard.name().to_string();
-                                break;
+                        if let Some(o) = object {
+                            attempts += 1;
+                            // A refusal is not retried: the same question gets the same answer.
+                            let refused = self
+                                .state
+                                .pending()
+                                .is_some_and(|p| p.response.finish_reason == FinishReason::ContentFilter);
+                            if let Err(problem) = o.check_text(&text) {
+                                let now = self.clock.now_ms();
+                                if refused || attempts > o.retries() {
+                                    let message = if refused {
+                                        format!("the model refused to answer or its answer was filtered ({problem})")
+                                    } else {
+                                        problem
+                                    };
+                                    self.state.abort_step(
+                                        HaloError::InvalidObject { attempts, message, raw: text },
+                                        now,
+                                    );
+                                } else {
+                                    self.state.reject_answer(o.feedback(&problem), now);
+                                }
+                                self.flush_journal().await?;
+                                continue;
                             }
                         }
+                        let (verdict, by) = self.review_output(&text).await;
                         let now = self.clock.now_ms();
                         match verdict {
                             OutputVerdict::Accept => self.state.accept_answer(now),
@@ -453,6 +545,18 @@ impl HaloAgent {
         };
         let events = crate::cancel::cancellable(events, cancel);
         telemetry::instrument_stream(events, span)
+    }
+
+    /// The output guardrails' verdict on an answer, and the name of the guardrail that gave
+    /// it (empty when all accepted).
+    async fn review_output(&self, answer: &str) -> (OutputVerdict, String) {
+        for guard in self.guards.output.clone() {
+            let verdict = guard.check(answer).await;
+            if verdict != OutputVerdict::Accept {
+                return (verdict, guard.name().to_string());
+            }
+        }
+        (OutputVerdict::Accept, String::new())
     }
 
     /// The settings of the step hooks for step `step` (later hooks win).
@@ -509,7 +613,7 @@ fn turn(result: GenerateTextResult) -> Turn {
 }
 
 /// Drives a run to its `Finish` event.
-async fn drive(
+pub(crate) async fn drive(
     run: impl Stream<Item = Result<AgentEvent, HaloError>> + Send,
 ) -> Result<GenerateTextResult, HaloError> {
     let mut run = std::pin::pin!(run);

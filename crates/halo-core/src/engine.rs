@@ -538,6 +538,33 @@ impl RunState {
         Ok(false)
     }
 
+    /// Ends the run with the step in flight as its answer: `results` answer its calls that
+    /// have none yet (a call still without one is closed as
+    /// [interrupted](request::INTERRUPTED)), the step is logged, and the run's outcome is
+    /// its result. This is how an object run's output tool call ends the run
+    /// ([`generate_object`](crate::HaloAgent::generate_object) in tool mode).
+    pub fn finish_with_results(&mut self, results: Vec<ToolResult>, at_ms: u64) {
+        let Phase::Tools { mut step } = std::mem::take(&mut self.phase) else {
+            return;
+        };
+        for result in results {
+            let calls = &step.response.message.tool_calls;
+            if let Some(i) = calls.iter().position(|c| c.id == result.tool_call_id)
+                && step.results[i].is_none()
+            {
+                step.results[i] = Some(result);
+            }
+        }
+        let calls = step.response.message.tool_calls.clone();
+        for (call, slot) in calls.iter().zip(step.results.iter_mut()) {
+            if slot.is_none() {
+                *slot = Some(interrupted(call));
+            }
+        }
+        self.stats.tool_calls += step.results.len() as u64;
+        self.commit_answer(step, at_ms);
+    }
+
     /// Ends the run with `error` (a fatal tool error, a hook abort, a rejected answer); the
     /// step in flight is not logged.
     pub fn abort_step(&mut self, error: HaloError, at_ms: u64) {

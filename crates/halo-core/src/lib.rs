@@ -55,6 +55,7 @@ pub mod ledger;
 pub mod log;
 pub mod message;
 pub mod model;
+pub mod output;
 pub mod prefix;
 pub mod request;
 pub mod run;
@@ -81,9 +82,10 @@ pub use log::MessageLog;
 pub use message::{AssistantMessage, ContentPart, Message, Reasoning, ToolCall, ToolResult};
 pub use model::InvalidRequestKind;
 pub use model::{
-    FinishReason, GenerationOptions, ModelAdapter, ModelError, ModelEventStream, ModelRequest,
-    ModelResponse, ModelStreamEvent, ResponseFormat, SharedModel, ToolChoice, Usage,
+    FinishReason, GenerationOptions, ModelAdapter, ModelCapabilities, ModelError, ModelEventStream,
+    ModelRequest, ModelResponse, ModelStreamEvent, ResponseFormat, SharedModel, ToolChoice, Usage,
 };
+pub use output::{ObjectResult, Output, OutputMode};
 pub use prefix::{Fingerprint, PrefixError, SkillMeta, StablePrefix, ToolSpec};
 pub use run::{AgentEvent, GenerateTextResult, StepResult, Turn};
 pub use sandbox::{Sandbox, SandboxError, SandboxPath, SharedSandbox};

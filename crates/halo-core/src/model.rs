@@ -63,12 +63,15 @@ pub struct GenerationOptions {
     pub stop: Vec<String>,
     /// The answer's shape.
     pub response_format: ResponseFormat,
-    /// The tools the model may call in this request (`None`: all the prefix has). Set per
-    /// step by a [`StepHook`](crate::guardrail::StepHook); the prefix keeps every tool, so
-    /// the prompt bytes do not change. Adapters pass it through the provider's allowed-tools
-    /// mechanism where one exists (OpenAI `tool_choice: {"type": "allowed_tools"}`, Gemini
-    /// `toolConfig.functionCallingConfig.allowedFunctionNames`); the agent answers a call of
-    /// a tool outside the set with an error result in any case.
+    /// The tools the model may call in this request (`None`: all the prefix has; empty:
+    /// none). Set per step by a [`StepHook`](crate::guardrail::StepHook), and empty in
+    /// [`generate_object`](crate::HaloAgent::generate_object)'s calls; the prefix keeps
+    /// every tool, so the prompt bytes do not change. Adapters pass it through the
+    /// provider's allowed-tools mechanism where one exists
+    /// ([`ModelCapabilities::allowed_tools`]: OpenAI `tool_choice: {"type":
+    /// "allowed_tools"}`, Gemini `toolConfig.functionCallingConfig.allowedFunctionNames`);
+    /// Anthropic has none. The agent answers a call of a tool outside the set with an error
+    /// result in any case.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_tools: Option<Vec<String>>,
 }
@@ -92,6 +95,74 @@ impl GenerationOptions {
     /// Sets [`seed`](Self::seed).
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
+        self
+    }
+}
+
+/// What an adapter can do beyond plain text and tool calls, so
+/// [`generate_object`](crate::HaloAgent::generate_object)'s [`OutputMode::Auto`](crate::OutputMode::Auto)
+/// picks a mode per provider: native structured output where the adapter has it, else a
+/// forced output tool, else the schema in the prompt.
+///
+/// The default is none of them (an adapter that says nothing gets the prompted mode, which
+/// every model can follow). Build one with the `with_*` methods:
+///
+/// ```
+/// use halo_core::ModelCapabilities;
+///
+/// let caps = ModelCapabilities::default().with_native_output(true).with_forced_tool(true);
+/// assert!(caps.native_output && !caps.native_output_with_tools);
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ModelCapabilities {
+    /// [`ResponseFormat::Json`] with a schema constrains the answer (OpenAI `json_schema`,
+    /// Gemini `responseSchema`, Anthropic `output_config.format`) in a request without tools.
+    pub native_output: bool,
+    /// The same in a request whose prefix has tools (Gemini before 3 refuses
+    /// `responseMimeType: application/json` next to function declarations).
+    pub native_output_with_tools: bool,
+    /// [`ToolChoice::Tool`] and [`ToolChoice::Required`] are honoured: the model must call
+    /// the tool.
+    pub forced_tool: bool,
+    /// [`GenerationOptions::active_tools`] is sent through the provider's allowed-tools
+    /// mechanism (OpenAI `allowed_tools`, Gemini `allowedFunctionNames`); without it the
+    /// agent's error result for a call of an inactive tool is the only restriction.
+    pub allowed_tools: bool,
+}
+
+impl ModelCapabilities {
+    /// None of them (as [`Default`]), in a `const`.
+    pub const fn new() -> Self {
+        ModelCapabilities {
+            native_output: false,
+            native_output_with_tools: false,
+            forced_tool: false,
+            allowed_tools: false,
+        }
+    }
+    /// Sets [`native_output`](Self::native_output).
+    pub const fn with_native_output(mut self, yes: bool) -> Self {
+        self.native_output = yes;
+        self
+    }
+    /// Sets [`native_output_with_tools`](Self::native_output_with_tools) (and
+    /// [`native_output`](Self::native_output) when `yes`).
+    pub const fn with_native_output_with_tools(mut self, yes: bool) -> Self {
+        self.native_output_with_tools = yes;
+        if yes {
+            self.native_output = true;
+        }
+        self
+    }
+    /// Sets [`forced_tool`](Self::forced_tool).
+    pub const fn with_forced_tool(mut self, yes: bool) -> Self {
+        self.forced_tool = yes;
+        self
+    }
+    /// Sets [`allowed_tools`](Self::allowed_tools).
+    pub const fn with_allowed_tools(mut self, yes: bool) -> Self {
+        self.allowed_tools = yes;
         self
     }
 }
@@ -514,6 +585,12 @@ pub trait ModelAdapter: Send + Sync {
     /// The model id requests name (`gen_ai.request.model`).
     fn model_name(&self) -> &str;
 
+    /// What the adapter can do for structured output and tool restriction (default: none
+    /// of it, so [`generate_object`](crate::HaloAgent::generate_object) prompts for JSON).
+    fn capabilities(&self) -> ModelCapabilities {
+        ModelCapabilities::default()
+    }
+
     /// Runs one model call.
     ///
     /// # Errors
@@ -619,6 +696,9 @@ impl<M: ModelAdapter + ?Sized> ModelAdapter for Arc<M> {
     }
     fn model_name(&self) -> &str {
         (**self).model_name()
+    }
+    fn capabilities(&self) -> ModelCapabilities {
+        (**self).capabilities()
     }
     async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         (**self).generate(request).await

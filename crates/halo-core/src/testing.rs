@@ -22,8 +22,8 @@ use async_trait::async_trait;
 
 use crate::message::{AssistantMessage, Message, ToolCall};
 use crate::model::{
-    FinishReason, GenerationOptions, ModelAdapter, ModelError, ModelEventStream, ModelRequest,
-    ModelResponse, ModelStreamEvent, Usage, response_events,
+    FinishReason, GenerationOptions, ModelAdapter, ModelCapabilities, ModelError, ModelEventStream,
+    ModelRequest, ModelResponse, ModelStreamEvent, Usage, response_events,
 };
 use crate::prefix::Fingerprint;
 
@@ -53,6 +53,7 @@ struct State {
     steps: VecDeque<Step>,
     requests: Vec<RecordedRequest>,
     next_call_id: u64,
+    capabilities: ModelCapabilities,
 }
 
 /// A model that replays a script. Cheap to clone; clones share the script and the record.
@@ -70,6 +71,13 @@ impl ScriptedModel {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panicking test thread poisons the lock; the state is still usable for reporting.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Says the model has `capabilities` (default: none, so
+    /// [`OutputMode::Auto`](crate::OutputMode::Auto) picks the prompted mode).
+    pub fn with_capabilities(self, capabilities: ModelCapabilities) -> Self {
+        self.lock().capabilities = capabilities;
+        self
     }
 
     /// Appends a full response.
@@ -188,6 +196,10 @@ impl ModelAdapter for ScriptedModel {
 
     fn model_name(&self) -> &str {
         "scripted"
+    }
+
+    fn capabilities(&self) -> ModelCapabilities {
+        self.lock().capabilities
     }
 
     async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {

@@ -383,21 +383,36 @@ pub(crate) fn build<'a>(
         CacheMode::Off => {}
     }
 
+    // Anthropic has no allowed-tools mechanism: active tools narrow nothing on the wire
+    // (the `tools` array stays as it is, for the cache); the agent answers a call of an
+    // inactive tool with an error result. No active tool at all is `none`.
+    let no_active_tool = options
+        .active_tools
+        .as_ref()
+        .is_some_and(|a| !request.prefix.tools().iter().any(|t| a.contains(&t.name)));
     let tool_choice = if tools.is_empty() {
         None
     } else {
         match &options.tool_choice {
+            ToolChoice::Tool(name) => Some(json!({"type": "tool", "name": name})),
+            ToolChoice::None => Some(json!({"type": "none"})),
+            _ if no_active_tool => Some(json!({"type": "none"})),
             ToolChoice::Auto => None,
             ToolChoice::Required => Some(json!({"type": "any"})),
-            ToolChoice::None => Some(json!({"type": "none"})),
-            ToolChoice::Tool(name) => Some(json!({"type": "tool", "name": name})),
         }
     };
     let output_config = match &options.response_format {
         ResponseFormat::Text => None,
+        // JSON outputs (<https://platform.claude.com/docs/en/build-with-claude/structured-outputs>):
+        // the schema closed (`additionalProperties: false`) and without the keywords the
+        // grammar does not take, which go into descriptions (the agent still validates
+        // answers against the full schema).
         ResponseFormat::Json {
             schema: Some(schema),
-        } => Some(json!({"format": {"type": "json_schema", "schema": schema}})),
+        } => {
+            let schema = crate::strict::strict(schema, &crate::strict::ANTHROPIC).schema;
+            Some(json!({"format": {"type": "json_schema", "schema": schema}}))
+        }
         ResponseFormat::Json { schema: None } => {
             return Err(ModelError::Unsupported(
                 "anthropic's structured outputs need a JSON Schema; give one, or ask for JSON in the prompt"

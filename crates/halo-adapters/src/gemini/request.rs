@@ -226,7 +226,11 @@ pub(crate) fn prefix(request: &ModelRequest<'_>) -> Prefix {
     let tool_config = if tools.is_empty() {
         None
     } else {
-        tool_config(&request.options.tool_choice)
+        tool_config(
+            &request.options.tool_choice,
+            request.options.active_tools.as_deref(),
+            p,
+        )
     };
     Prefix {
         contents: contents(p.few_shot(), &CallIds::of(p.few_shot(), &[])),
@@ -324,13 +328,45 @@ fn tools(prefix: &StablePrefix) -> Vec<WireTool> {
     }]
 }
 
-/// `toolConfig` for a tool choice; `None` for auto, Gemini's default.
-fn tool_config(choice: &ToolChoice) -> Option<ToolConfig> {
-    let (mode, allowed_function_names) = match choice {
-        ToolChoice::Auto => return None,
-        ToolChoice::Required => ("ANY", Vec::new()),
-        ToolChoice::None => ("NONE", Vec::new()),
-        ToolChoice::Tool(name) => ("ANY", vec![name.clone()]),
+/// `toolConfig.functionCallingConfig` for a tool choice and the request's
+/// [active tools](halo_core::GenerationOptions::active_tools); `None` for auto with every
+/// tool, Gemini's default
+/// (<https://ai.google.dev/api/caching#FunctionCallingConfig>).
+///
+/// `allowedFunctionNames` may be set only with mode `ANY` or `VALIDATED`, so:
+/// - required → `ANY`, with the active tools (in the prefix's order) as
+///   `allowedFunctionNames` when some are inactive;
+/// - auto with active tools → `VALIDATED` ("constrained to predict either function calls or
+///   natural language response"; the calls limited to `allowedFunctionNames`), which keeps
+///   auto's freedom to answer in text — `ANY` would force a call;
+/// - a named tool → `ANY` with that one name;
+/// - none, or no active tool at all → `NONE`.
+///
+/// The function declarations stay as they are, so the prefix bytes do not change; with the
+/// explicit cache, though, the tool config lives in the `cachedContents` object, so each
+/// different tool config is an object of its own (see [the cache](super#the-cache)).
+fn tool_config(
+    choice: &ToolChoice,
+    active: Option<&[String]>,
+    prefix: &StablePrefix,
+) -> Option<ToolConfig> {
+    // The active names the prefix declares, in its order; `None` when all are active.
+    let allowed = active.and_then(|active| {
+        let names: Vec<String> = prefix
+            .tools()
+            .iter()
+            .filter(|t| active.contains(&t.name))
+            .map(|t| t.name.clone())
+            .collect();
+        (names.len() < prefix.tools().len()).then_some(names)
+    });
+    let (mode, allowed_function_names) = match (choice, allowed) {
+        (ToolChoice::None, _) => ("NONE", Vec::new()),
+        (ToolChoice::Tool(name), _) => ("ANY", vec![name.clone()]),
+        (_, Some(names)) if names.is_empty() => ("NONE", Vec::new()),
+        (ToolChoice::Auto, None) => return None,
+        (ToolChoice::Auto, Some(names)) => ("VALIDATED", names),
+        (ToolChoice::Required, names) => ("ANY", names.unwrap_or_default()),
     };
     Some(ToolConfig {
         function_calling_config: FunctionCallingConfig {

@@ -146,11 +146,33 @@ enum WireToolChoice<'a> {
         kind: &'static str,
         function: NamedFunction<'a>,
     },
+    /// `{"type": "allowed_tools", "allowed_tools": {"mode", "tools"}}` (openai-python
+    /// `ChatCompletionAllowedToolChoiceParam`).
+    AllowedTools {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        allowed_tools: AllowedTools<'a>,
+    },
 }
 
 #[derive(Debug, Serialize)]
 struct NamedFunction<'a> {
     name: &'a str,
+}
+
+/// `ChatCompletionAllowedToolsParam`: `mode` `auto` or `required`, and the tools as
+/// `{"type": "function", "function": {"name"}}`.
+#[derive(Debug, Serialize)]
+struct AllowedTools<'a> {
+    mode: &'static str,
+    tools: Vec<AllowedTool<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct AllowedTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: NamedFunction<'a>,
 }
 
 #[derive(Debug, Serialize)]
@@ -163,7 +185,7 @@ enum WireResponseFormat<'a> {
 #[derive(Debug, Serialize)]
 struct JsonSchemaFormat<'a> {
     name: &'static str,
-    schema: &'a Value,
+    schema: Cow<'a, Value>,
     strict: bool,
 }
 
@@ -213,15 +235,7 @@ pub(crate) fn build<'a>(
     let tool_choice = if tools.is_empty() {
         None
     } else {
-        Some(match &options.tool_choice {
-            ToolChoice::Auto => WireToolChoice::Mode("auto"),
-            ToolChoice::Required => WireToolChoice::Mode("required"),
-            ToolChoice::None => WireToolChoice::Mode("none"),
-            ToolChoice::Tool(name) => WireToolChoice::Function {
-                kind: "function",
-                function: NamedFunction { name },
-            },
-        })
+        Some(tool_choice(cfg.profile, request))
     };
 
     let response_format = match &options.response_format {
@@ -234,13 +248,27 @@ pub(crate) fn build<'a>(
         }
         ResponseFormat::Json {
             schema: Some(schema),
-        } => Some(WireResponseFormat::JsonSchema {
-            json_schema: JsonSchemaFormat {
-                name: "response",
-                schema,
-                strict: true,
-            },
-        }),
+        } => {
+            // Strict mode when the schema can be made strict without accepting less
+            // (every object closed, every property required, an optional one nullable);
+            // otherwise the schema as given, not enforced (the agent validates answers).
+            let strict = crate::strict::strict(schema, &crate::strict::OPENAI);
+            Some(WireResponseFormat::JsonSchema {
+                json_schema: if strict.lossless {
+                    JsonSchemaFormat {
+                        name: "response",
+                        schema: Cow::Owned(strict.schema),
+                        strict: true,
+                    }
+                } else {
+                    JsonSchemaFormat {
+                        name: "response",
+                        schema: Cow::Borrowed(schema),
+                        strict: false,
+                    }
+                },
+            })
+        }
     };
 
     // OpenAI names the output limit `max_completion_tokens` (its reasoning models reject
@@ -273,6 +301,61 @@ pub(crate) fn build<'a>(
         }),
         extra: cfg.extra,
     })
+}
+
+/// `tool_choice` for a request with tools: the choice, restricted to the request's
+/// [active tools](halo_core::GenerationOptions::active_tools).
+///
+/// - `none` and a named function are sent as they are (a named function is a restriction
+///   of its own).
+/// - `auto` / `required` with active tools: on OpenAI the allowed-tools form
+///   (<https://platform.openai.com/docs/api-reference/chat/create#chat-create-tool_choice>,
+///   openai-python `ChatCompletionAllowedToolChoiceParam`), so the `tools` array — and the
+///   cached prompt — stays byte-identical; the active names that are in the prefix, in its
+///   order (all of them active: the plain mode). DeepSeek and other compatible servers document no such form: they get the
+///   plain mode, and the agent answers a call of an inactive tool with an error result.
+/// - No active tool at all: `none`, whatever the choice.
+fn tool_choice<'a>(profile: Profile, request: &ModelRequest<'a>) -> WireToolChoice<'a> {
+    let options = request.options;
+    let active = options.active_tools.as_deref();
+    let mode = match &options.tool_choice {
+        ToolChoice::None => return WireToolChoice::Mode("none"),
+        ToolChoice::Tool(name) => {
+            return WireToolChoice::Function {
+                kind: "function",
+                function: NamedFunction { name },
+            };
+        }
+        ToolChoice::Auto => "auto",
+        ToolChoice::Required => "required",
+    };
+    let Some(active) = active else {
+        return WireToolChoice::Mode(mode);
+    };
+    let allowed: Vec<AllowedTool<'a>> = request
+        .prefix
+        .tools()
+        .iter()
+        .filter(|t| active.contains(&t.name))
+        .map(|t| AllowedTool {
+            kind: "function",
+            function: NamedFunction { name: &t.name },
+        })
+        .collect();
+    if allowed.len() == request.prefix.tools().len() {
+        return WireToolChoice::Mode(mode);
+    }
+    match (allowed.is_empty(), profile) {
+        (true, _) => WireToolChoice::Mode("none"),
+        (false, Profile::OpenAi) => WireToolChoice::AllowedTools {
+            kind: "allowed_tools",
+            allowed_tools: AllowedTools {
+                mode,
+                tools: allowed,
+            },
+        },
+        (false, _) => WireToolChoice::Mode(mode),
+    }
 }
 
 fn wire_tool(spec: &ToolSpec) -> WireTool<'_> {

@@ -235,10 +235,15 @@ pub(crate) fn parse(body: &[u8]) -> Result<ModelResponse, ModelError> {
             .collect(),
         None => String::new(),
     };
+    // A Structured Outputs refusal comes as `message.refusal` with `content: null`
+    // (<https://platform.openai.com/docs/guides/structured-outputs#refusals>): its text is
+    // the answer, and the turn finishes as filtered so an object run does not ask again.
+    let mut refused = false;
     if text.is_empty()
         && let Some(refusal) = wire.refusal.filter(|r| !r.is_empty())
     {
         text = refusal;
+        refused = true;
     }
 
     let reasoning_text = wire
@@ -276,7 +281,10 @@ pub(crate) fn parse(body: &[u8]) -> Result<ModelResponse, ModelError> {
         tool_calls.push(ToolCall::new(id, name, raw_arguments));
     }
 
-    let finish_reason = finish_reason(choice.finish_reason.as_deref(), &mut tool_calls);
+    let mut finish_reason = finish_reason(choice.finish_reason.as_deref(), &mut tool_calls);
+    if refused && tool_calls.is_empty() {
+        finish_reason = FinishReason::ContentFilter;
+    }
     Ok(ModelResponse {
         message: AssistantMessage {
             text,

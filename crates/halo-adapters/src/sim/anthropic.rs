@@ -18,7 +18,10 @@
 //! `5m` one, an empty text block, a thinking block without its signature, `tool_use` or
 //! `tool_result` blocks without `tools`, and — the pairing rule — an assistant `tool_use`
 //! not answered by exactly one `tool_result` at the start of the next user message, or a
-//! `tool_result` that answers no `tool_use` of the message before; with
+//! `tool_result` that answers no `tool_use` of the message before; a `tool_choice`
+//! other than `auto` / `any` / `none` / `tool` naming a tool of the request, or an
+//! `output_config.format` that is not `json_schema` with a schema whose objects are all
+//! closed (`additionalProperties: false`, the JSON outputs rule); and with
 //! [`AnthropicSim::set_context_window`], 400 `prompt is too long: N tokens > M maximum` for a
 //! longer request. An empty reply script gets HTTP 418 (a test bug, not a provider
 //! behaviour).
@@ -46,6 +49,10 @@
 //!   last breakpoint, split in `cache_creation` by the TTL of the breakpoint each part is
 //!   written under.
 //! - `input_tokens` = the rest (Anthropic's convention: it excludes cache reads and writes).
+//! - An entry's identity also holds the request's `output_config` (observed to be part of
+//!   the cache key: a request with another response format reads nothing), and a message
+//!   block's identity the `tool_choice` ("changes to `tool_choice` … only affect message
+//!   blocks": tools and system stay cached).
 //! - Entries expire on a clock that starts at the real time and moves forward with
 //!   [`AnthropicSim::advance_clock`]; [`AnthropicSim::drop_cache`] forgets them all.
 //!
@@ -516,6 +523,69 @@ fn check_request(body: &Value, blocks: &[SimBlock]) -> Result<(), String> {
             }
         }
     }
+    check_tool_choice(body)?;
+    check_output_config(body)
+}
+
+/// `tool_choice`: `auto`, `any`, `none`, or `tool` naming a tool of the request
+/// (<https://platform.claude.com/docs/en/agents-and-tools/tool-use/implement-tool-use#forcing-tool-use>).
+fn check_tool_choice(body: &Value) -> Result<(), String> {
+    let Some(choice) = body.get("tool_choice").filter(|c| !c.is_null()) else {
+        return Ok(());
+    };
+    let names: Vec<&str> = body
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.get("name").and_then(Value::as_str))
+        .collect();
+    match choice.get("type").and_then(Value::as_str) {
+        Some("auto" | "any" | "none") => Ok(()),
+        Some("tool") => match choice.get("name").and_then(Value::as_str) {
+            Some(n) if names.contains(&n) => Ok(()),
+            Some(n) => Err(format!("tool_choice.name: Tool '{n}' not found in provided tools")),
+            None => Err("tool_choice.tool.name: Field required".into()),
+        },
+        _ => Err("tool_choice: Input tag does not match any of the expected tags: 'auto', 'any', 'tool', 'none'".into()),
+    }
+}
+
+/// `output_config.format`: `json_schema` with a schema, every object of it closed
+/// (<https://platform.claude.com/docs/en/build-with-claude/structured-outputs>).
+fn check_output_config(body: &Value) -> Result<(), String> {
+    let Some(format) = body
+        .pointer("/output_config/format")
+        .filter(|f| !f.is_null())
+    else {
+        return Ok(());
+    };
+    if format.get("type").and_then(Value::as_str) != Some("json_schema") {
+        return Err("output_config.format.type: Input should be 'json_schema'".into());
+    }
+    let schema = format
+        .get("schema")
+        .filter(|s| s.is_object())
+        .ok_or("output_config.format.schema: Field required")?;
+    closed(schema)
+}
+
+fn closed(schema: &Value) -> Result<(), String> {
+    let Value::Object(map) = schema else {
+        return Ok(());
+    };
+    if (map.get("type").and_then(Value::as_str) == Some("object") || map.contains_key("properties"))
+        && map.get("additionalProperties") != Some(&Value::Bool(false))
+    {
+        return Err("output_config.format.schema: For 'object' type, 'additionalProperties' must be explicitly set to false".into());
+    }
+    for value in map.values() {
+        match value {
+            Value::Object(_) => closed(value)?,
+            Value::Array(items) => items.iter().try_for_each(closed)?,
+            _ => {}
+        }
+    }
     Ok(())
 }
 
@@ -531,6 +601,7 @@ struct CacheOutcome {
 /// Reads and writes the cache for `blocks` (see the module docs).
 fn run_cache(
     state: &mut State,
+    body: &Value,
     model: &str,
     blocks: &[SimBlock],
     automatic: Option<CacheTtl>,
@@ -539,10 +610,18 @@ fn run_cache(
     let mut hashes = Vec::with_capacity(blocks.len());
     let mut hasher = DefaultHasher::new();
     model.hash(&mut hasher);
+    let field = |key: &str| body.get(key).filter(|v| !v.is_null()).map(Value::to_string);
+    field("output_config").hash(&mut hasher);
+    let tool_choice = field("tool_choice");
+    let mut in_messages = false;
     let mut sum = 0u64;
     for b in blocks {
         sum += state.memo.tokens(&b.text).len() as u64;
         cumulative.push(sum);
+        if !in_messages && (b.role == "user" || b.role == "assistant") {
+            in_messages = true;
+            tool_choice.hash(&mut hasher);
+        }
         b.role.hash(&mut hasher);
         b.text.hash(&mut hasher);
         hashes.push(hasher.finish());
@@ -827,7 +906,7 @@ fn answer(state: &mut State, headers: &HeaderMap, raw: &[u8]) -> Response {
         .to_string();
     let seen = state.seen.longest_prefix(&all_tokens) as u64;
     state.seen.push(all_tokens);
-    let cache = run_cache(state, &model, &linear, automatic);
+    let cache = run_cache(state, &body, &model, &linear, automatic);
 
     let (content, stop_reason) = reply_content(&reply, state);
     let output_tokens: u64 = content
@@ -920,7 +999,7 @@ mod tests {
         let mut s = state();
         let words = "one two three four five six seven eight nine ten eleven twelve";
         let first = vec![block(words, M5), block("a question", M5)];
-        let out = run_cache(&mut s, "m", &first, None);
+        let out = run_cache(&mut s, &Value::Null, "m", &first, None);
         let t0 = super::super::count_tokens(words);
         let t1 = super::super::count_tokens("a question");
         assert_eq!((out.read, out.write_5m, out.total), (0, t0 + t1, t0 + t1));
@@ -931,7 +1010,7 @@ mod tests {
             block("an answer", None),
             block("more", M5),
         ];
-        let out = run_cache(&mut s, "m", &second, None);
+        let out = run_cache(&mut s, &Value::Null, "m", &second, None);
         assert_eq!(
             out.read,
             t0 + t1,
@@ -939,10 +1018,13 @@ mod tests {
         );
         assert_eq!(out.write_5m, out.total - out.read);
         // Another model shares nothing.
-        assert_eq!(run_cache(&mut s, "other", &second, None).read, 0);
+        assert_eq!(
+            run_cache(&mut s, &Value::Null, "other", &second, None).read,
+            0
+        );
         // Expired entries are not read.
         s.clock_offset += Duration::from_secs(301);
-        assert_eq!(run_cache(&mut s, "m", &second, None).read, 0);
+        assert_eq!(run_cache(&mut s, &Value::Null, "m", &second, None).read, 0);
     }
 
     #[test]
@@ -950,7 +1032,7 @@ mod tests {
         let mut s = state();
         s.min_tokens = Some(10_000);
         let blocks = vec![block("short", M5)];
-        let out = run_cache(&mut s, "m", &blocks, None);
+        let out = run_cache(&mut s, &Value::Null, "m", &blocks, None);
         assert_eq!((out.read, out.write_5m, out.breakpoints.len()), (0, 0, 0));
         assert!(s.entries.is_empty());
     }
@@ -960,25 +1042,25 @@ mod tests {
         let mut s = state();
         let words = "one two three four five six seven eight nine ten eleven twelve";
         let mut request = vec![block(words, M5)];
-        run_cache(&mut s, "m", &request, None);
+        run_cache(&mut s, &Value::Null, "m", &request, None);
         request[0].breakpoint = None;
         for n in 0..21 {
             request.push(block(&format!("block {n}"), None));
         }
         request.last_mut().unwrap().breakpoint = M5;
         // The entry is 21 blocks behind the only breakpoint: out of reach.
-        assert_eq!(run_cache(&mut s, "m", &request, None).read, 0);
+        assert_eq!(run_cache(&mut s, &Value::Null, "m", &request, None).read, 0);
         // With 20 blocks in between it is found.
         let mut s = state();
         let mut request = vec![block(words, M5)];
-        run_cache(&mut s, "m", &request, None);
+        run_cache(&mut s, &Value::Null, "m", &request, None);
         for n in 0..20 {
             request.push(block(&format!("block {n}"), None));
         }
         request.last_mut().unwrap().breakpoint = M5;
         request[0].breakpoint = None;
         assert_eq!(
-            run_cache(&mut s, "m", &request, None).read,
+            run_cache(&mut s, &Value::Null, "m", &request, None).read,
             super::super::count_tokens(words)
         );
     }

@@ -27,7 +27,12 @@
 //! [`FUNCTION_CALL_TURN_ORDER`] message; the cached content's few-shot `contents` count as
 //! coming first), a function-call turn not answered by as many `functionResponse` parts
 //! with the same names in the next `user` content, and (with signatures on) a function-call
-//! turn of the current turn without its signature; **403 `CachedContent not found (or
+//! turn of the current turn without its signature; a `functionCallingConfig` with an
+//! unknown mode, or `allowedFunctionNames` outside mode `ANY` / `VALIDATED` or naming an
+//! undeclared function; a `responseSchema` without `responseMimeType: application/json`, and
+//! that JSON response next to function declarations on a model before Gemini 3 (the real
+//! `Function calling with a response mime type: 'application/json' is unsupported`);
+//! **403 `CachedContent not found (or
 //! permission denied)`** for a missing or expired cached content; 400 `Cached content is
 //! too small` for a create below the model's minimum; with
 //! [`GeminiSim::set_context_window`], 400 `The input token count (N) exceeds the maximum
@@ -620,6 +625,7 @@ fn create(state: &mut State, body: &Value, now: SystemTime) -> Reply {
         .ok_or_else(|| invalid("* CachedContent.model: model is required as `models/{model}`"))?
         .to_string();
     check_contents(body.get("contents").unwrap_or(&Value::Null), true)?;
+    check_tool_config(body.get("tools"), body.get("toolConfig"))?;
     let content = match cache_content(body) {
         Value::Object(m) => m,
         _ => Map::new(),
@@ -669,6 +675,85 @@ fn resource(c: &CacheObject) -> Value {
         "displayName": c.public.display_name,
         "usageMetadata": {"totalTokenCount": c.public.tokens},
     })
+}
+
+/// The declared function names of a `tools` value.
+fn declared(tools: Option<&Value>) -> Vec<String> {
+    tools
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.get("functionDeclarations").and_then(Value::as_array))
+        .flatten()
+        .filter_map(|f| f.get("name").and_then(Value::as_str).map(str::to_string))
+        .collect()
+}
+
+/// `toolConfig.functionCallingConfig`: a known mode, and `allowedFunctionNames` only with
+/// `ANY` or `VALIDATED`, naming declared functions
+/// (<https://ai.google.dev/api/caching#FunctionCallingConfig>).
+fn check_tool_config(
+    tools: Option<&Value>,
+    tool_config: Option<&Value>,
+) -> Result<(), (StatusCode, Value)> {
+    let Some(config) = tool_config
+        .and_then(|c| c.get("functionCallingConfig"))
+        .filter(|c| !c.is_null())
+    else {
+        return Ok(());
+    };
+    let mode = config.get("mode").and_then(Value::as_str).unwrap_or("AUTO");
+    if !["AUTO", "ANY", "NONE", "VALIDATED", "MODE_UNSPECIFIED"].contains(&mode) {
+        return Err(invalid(format!(
+            "Invalid value at 'tool_config.function_calling_config.mode' (type.googleapis.com/google.ai.generativelanguage.v1beta.FunctionCallingConfig.Mode), \"{mode}\""
+        )));
+    }
+    let allowed: Vec<&str> = config
+        .get("allowedFunctionNames")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if allowed.is_empty() {
+        return Ok(());
+    }
+    if mode != "ANY" && mode != "VALIDATED" {
+        return Err(invalid(
+            "* GenerateContentRequest.tool_config.function_calling_config.allowed_function_names: allowed_function_names can only be set when mode is ANY or VALIDATED.",
+        ));
+    }
+    let names = declared(tools);
+    if let Some(unknown) = allowed.iter().find(|a| !names.iter().any(|n| n == *a)) {
+        return Err(invalid(format!(
+            "* GenerateContentRequest.tool_config.function_calling_config.allowed_function_names: function `{unknown}` is not declared in tools."
+        )));
+    }
+    Ok(())
+}
+
+/// `generationConfig`: a `responseSchema` needs `responseMimeType: application/json`, and a
+/// JSON response next to function declarations is refused before Gemini 3.
+fn check_generation_config(
+    model: &str,
+    config: Option<&Value>,
+    tools: Option<&Value>,
+) -> Result<(), (StatusCode, Value)> {
+    let Some(config) = config else {
+        return Ok(());
+    };
+    let json = config.get("responseMimeType").and_then(Value::as_str) == Some("application/json");
+    if config.get("responseSchema").is_some_and(|s| !s.is_null()) && !json {
+        return Err(invalid(
+            "* GenerateContentRequest.generation_config.response_schema: response_mime_type must be set to application/json when response_schema is set.",
+        ));
+    }
+    if json && !declared(tools).is_empty() && !crate::gemini::json_with_tools(model) {
+        return Err(invalid(
+            "Function calling with a response mime type: 'application/json' is unsupported",
+        ));
+    }
+    Ok(())
 }
 
 /// Roles, and (in requests) that every function-call turn is answered.
@@ -865,6 +950,17 @@ fn generate(state: &mut State, model: &str, body: &Value, stream: Option<bool>) 
             Some(c.clone())
         }
     };
+    // Tools and tool config from the request or from its cached content.
+    let tools = cached
+        .as_ref()
+        .and_then(|c| c.content.get("tools").cloned())
+        .or_else(|| body.get("tools").cloned());
+    let tool_config = cached
+        .as_ref()
+        .and_then(|c| c.content.get("toolConfig").cloned())
+        .or_else(|| body.get("toolConfig").cloned());
+    check_tool_config(tools.as_ref(), tool_config.as_ref())?;
+    check_generation_config(model, body.get("generationConfig"), tools.as_ref())?;
     let all_contents: Vec<Value> = cached
         .as_ref()
         .and_then(|c| c.content.get("contents"))

@@ -13,17 +13,23 @@
 //! or has an assistant tool call without exactly one `tool` message answering it right after
 //! (or a `tool` message answering nothing) gets HTTP 400 in OpenAI's error shape
 //! (`{"error":{"message","type":"invalid_request_error","param","code"}}`), as the real
-//! APIs do. With [`OpenAiSim::set_context_window`], a request whose prompt (plus its
-//! `max_tokens`) exceeds the window gets each provider's context error: OpenAI's 400 with
-//! `code: "context_length_exceeded"`, DeepSeek's 400 `This model's maximum context length is
-//! M tokens. However, you requested N tokens (…)`. An empty reply script gets HTTP 418 (a
-//! test bug, not a provider behaviour).
+//! APIs do. So does a `tool_choice` that is not `auto` / `none` / `required`, a named
+//! function or (OpenAI only) `allowed_tools` naming tools of the request, and a
+//! `response_format` that is not `text`, `json_object` or (OpenAI only) `json_schema` with
+//! a name and a schema — a `strict` one closed (`additionalProperties: false`) with every
+//! property required on every object. With [`OpenAiSim::set_context_window`], a request whose
+//! prompt (plus its `max_tokens`) exceeds the window gets each provider's context error:
+//! OpenAI's 400 with `code: "context_length_exceeded"`, DeepSeek's 400 `This model's maximum
+//! context length is M tokens. However, you requested N tokens (…)`. An empty reply script
+//! gets HTTP 418 (a test bug, not a provider behaviour).
 //!
 //! # How the cache is computed
 //!
 //! The request is **linearized** ([`linearize`]): the `tools` array first (OpenAI places
 //! tool definitions before the instructions,
-//! <https://developers.openai.com/api/docs/guides/prompt-caching>), then one segment per
+//! <https://developers.openai.com/api/docs/guides/prompt-caching>), then a `json_schema`
+//! response format's schema ("the structured output schema serves as a prefix to the system
+//! message", the same guide), then one segment per
 //! message, `<|role|>` + reasoning + content + tool calls (name and argument string) +
 //! `<|end|>`. Each segment is tokenized on its own with `o200k_base` ([`super::tokens`]) and
 //! the token lists are concatenated, as a chat template's special tokens keep message
@@ -323,6 +329,12 @@ pub fn linearize(body: &Value) -> Result<Vec<String>, String> {
     if let Some(tools) = body.get("tools").filter(|t| !t.is_null()) {
         segments.push(format!("<|tools|>{tools}<|end|>"));
     }
+    if let Some(schema) = body
+        .pointer("/response_format/json_schema")
+        .filter(|s| !s.is_null())
+    {
+        segments.push(format!("<|schema|>{schema}<|end|>"));
+    }
     segments.extend(messages.iter().map(render_message));
     Ok(segments)
 }
@@ -447,13 +459,166 @@ fn context_error(
     Some((StatusCode::BAD_REQUEST, axum::Json(body)).into_response())
 }
 
+/// `tool_choice`: a mode, a named function of the request, or (OpenAI) the allowed-tools
+/// form naming functions of the request, with mode `auto` or `required`
+/// (<https://platform.openai.com/docs/api-reference/chat/create#chat-create-tool_choice>).
+fn check_tool_choice(profile: SimProfile, body: &Value) -> Result<(), String> {
+    let Some(choice) = body.get("tool_choice").filter(|c| !c.is_null()) else {
+        return Ok(());
+    };
+    let names: Vec<&str> = body
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.pointer("/function/name").and_then(Value::as_str))
+        .collect();
+    if names.is_empty() {
+        return Err("Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.".into());
+    }
+    let known = |name: Option<&str>| -> Result<(), String> {
+        match name {
+            Some(n) if names.contains(&n) => Ok(()),
+            Some(n) => Err(format!(
+                "Invalid value for 'tool_choice': no function named '{n}' was specified in the 'tools' parameter."
+            )),
+            None => Err("Missing required parameter: 'tool_choice.function.name'.".into()),
+        }
+    };
+    match choice {
+        Value::String(m) if ["auto", "none", "required"].contains(&m.as_str()) => Ok(()),
+        Value::String(m) => Err(format!(
+            "Invalid value: '{m}'. Supported values are: 'none', 'auto', and 'required'."
+        )),
+        Value::Object(o) => match o.get("type").and_then(Value::as_str) {
+            Some("function") => known(choice.pointer("/function/name").and_then(Value::as_str)),
+            Some("allowed_tools") if profile == SimProfile::OpenAi => {
+                let mode = choice
+                    .pointer("/allowed_tools/mode")
+                    .and_then(Value::as_str);
+                if !matches!(mode, Some("auto" | "required")) {
+                    return Err("Invalid value for 'tool_choice.allowed_tools.mode': supported values are 'auto' and 'required'.".into());
+                }
+                let tools = choice
+                    .pointer("/allowed_tools/tools")
+                    .and_then(Value::as_array)
+                    .filter(|t| !t.is_empty())
+                    .ok_or("Invalid 'tool_choice.allowed_tools.tools': empty array. Expected an array with minimum length 1.")?;
+                for tool in tools {
+                    if tool.get("type").and_then(Value::as_str) != Some("function") {
+                        return Err("Invalid value for 'tool_choice.allowed_tools.tools[].type': expected 'function'.".into());
+                    }
+                    known(tool.pointer("/function/name").and_then(Value::as_str))?;
+                }
+                Ok(())
+            }
+            other => Err(format!(
+                "Invalid value for 'tool_choice.type': {}.",
+                other.unwrap_or("missing")
+            )),
+        },
+        _ => Err("Invalid type for 'tool_choice': expected a string or an object.".into()),
+    }
+}
+
+/// `response_format`: `text`, `json_object`, or (OpenAI) `json_schema` with a valid name and
+/// a schema; `strict: true` needs every object closed and every property required
+/// (<https://platform.openai.com/docs/guides/structured-outputs#supported-schemas>).
+/// DeepSeek answers `json_schema` as its API does: not available.
+fn check_response_format(profile: SimProfile, body: &Value) -> Result<(), String> {
+    let Some(format) = body.get("response_format").filter(|f| !f.is_null()) else {
+        return Ok(());
+    };
+    match format.get("type").and_then(Value::as_str) {
+        Some("text" | "json_object") => Ok(()),
+        Some("json_schema") if profile == SimProfile::DeepSeek => {
+            Err("This response_format type is unavailable now".into())
+        }
+        Some("json_schema") => {
+            let name = format
+                .pointer("/json_schema/name")
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let name_ok = !name.is_empty()
+                && name.len() <= 64
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            if !name_ok {
+                return Err(format!(
+                    "Invalid 'response_format.json_schema.name': '{name}'. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'."
+                ));
+            }
+            let schema = format
+                .pointer("/json_schema/schema")
+                .filter(|s| s.is_object())
+                .ok_or("Missing required parameter: 'response_format.json_schema.schema'.")?;
+            if format.pointer("/json_schema/strict") == Some(&Value::Bool(true)) {
+                strict_ok(schema, name)?;
+            }
+            Ok(())
+        }
+        other => Err(format!(
+            "Invalid value: '{}'. Supported values are: 'text', 'json_object', and 'json_schema'.",
+            other.unwrap_or("missing")
+        )),
+    }
+}
+
+/// Strict mode's rules for every object of the schema.
+fn strict_ok(schema: &Value, name: &str) -> Result<(), String> {
+    let Value::Object(map) = schema else {
+        return Ok(());
+    };
+    if map.get("type").and_then(Value::as_str) == Some("object") || map.contains_key("properties") {
+        if map.get("additionalProperties") != Some(&Value::Bool(false)) {
+            return Err(format!(
+                "Invalid schema for response_format '{name}': In context=(), 'additionalProperties' is required to be supplied and to be false."
+            ));
+        }
+        let required: Vec<&str> = map
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        for key in map
+            .get("properties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flat_map(|p| p.keys())
+        {
+            if !required.contains(&key.as_str()) {
+                return Err(format!(
+                    "Invalid schema for response_format '{name}': In context=(), 'required' is required to be supplied and to be an array including every key in properties. Missing '{key}'."
+                ));
+            }
+        }
+    }
+    for value in map.values() {
+        match value {
+            Value::Object(_) => strict_ok(value, name)?,
+            Value::Array(items) => {
+                for item in items {
+                    strict_ok(item, name)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// The checks the real APIs make that matter to Halo: `model` and `messages` present, and
 /// every assistant tool call answered by exactly one `tool` message right after it, with no
 /// orphan `tool` message. Returns `(message, param)` of the 400 to send.
-fn check_request(body: &Value) -> Result<(), (String, &'static str)> {
+fn check_request(profile: SimProfile, body: &Value) -> Result<(), (String, &'static str)> {
     if body.get("model").and_then(Value::as_str).is_none() {
         return Err(("you must provide a model parameter".into(), "model"));
     }
+    check_tool_choice(profile, body).map_err(|m| (m, "tool_choice"))?;
+    check_response_format(profile, body).map_err(|m| (m, "response_format"))?;
     let messages = body
         .get("messages")
         .and_then(Value::as_array)
@@ -657,7 +822,7 @@ fn answer(state: &mut State, raw: &[u8]) -> Response {
         }
     };
     record.body = body.clone();
-    if let Err((message, param)) = check_request(&body) {
+    if let Err((message, param)) = check_request(state.profile, &body) {
         state.records.push(record);
         return invalid_request(&message, Some(param));
     }

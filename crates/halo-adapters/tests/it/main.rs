@@ -2,6 +2,7 @@
 
 mod anthropic;
 mod gemini;
+mod object;
 mod openai;
 mod sim_openai;
 mod sse;

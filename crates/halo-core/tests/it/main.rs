@@ -4,6 +4,7 @@ mod agent_loop;
 mod engine;
 mod engine_props;
 mod hooks;
+mod output;
 mod send_and_object_safety;
 mod streaming;
 mod tracing_spans;
