@@ -200,6 +200,17 @@ impl OpenAiCompatible {
         self.body_bytes(request, false)
     }
 
+    /// The turn [`generate`](ModelAdapter::generate) returns for `body`, a 2xx answer's
+    /// body (one `chat.completion`). With [`request_body`](Self::request_body), the whole
+    /// of `generate` but the HTTP exchange: for benchmarks and tests without a server.
+    ///
+    /// # Errors
+    /// [`ModelError::InvalidResponse`] when the body is not a chat completion;
+    /// [`ModelError::Truncated`] for DeepSeek's `insufficient_system_resource` finish reason.
+    pub fn parse_response(&self, body: &[u8]) -> Result<ModelResponse, ModelError> {
+        response::parse(body).map_err(|e| self.redact(e))
+    }
+
     fn request_config(&self) -> request::RequestConfig<'_> {
         request::RequestConfig {
             profile: self.profile,
