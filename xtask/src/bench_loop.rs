@@ -7,7 +7,8 @@
 //! - Halo's own CPU per step, the HTTP exchange excluded (the example's `own` mode: the
 //!   request body and the response parsing of `OpenAiCompatible`, no socket), at a mean
 //!   history of 20, 200 and 2,000 messages per request: goal at most 5 µs, and the same at
-//!   2,000 as at 20;
+//!   2,000 as at 20; split into the engine, ledger and tools (`engine` mode: no body, a
+//!   response parsed beforehand) and the rest, the request body and the response parsing;
 //! - the whole step's CPU (the client process: runtime, hyper, reqwest, the kernel's share
 //!   on its threads), Halo against rig on a fresh session: goal at most 0.3× rig's;
 //! - peak RSS of each client process and the request bytes per step the fake received.
@@ -88,6 +89,13 @@ pub fn run() -> anyhow::Result<()> {
             Command::new(&halo_bin).args(["own", &h, &runs]).output()
         })?);
     }
+    let mut engine = Vec::new();
+    for history in HISTORIES {
+        let h = history.to_string();
+        engine.push(best(&fake, || {
+            Command::new(&halo_bin).args(["engine", &h, &runs]).output()
+        })?);
+    }
     let mut halo_http = Vec::new();
     for history in HISTORIES {
         let h = history.to_string();
@@ -101,7 +109,7 @@ pub fn run() -> anyhow::Result<()> {
         Command::new(&rig_bin).args([&url, &runs]).output()
     })?;
 
-    print_table(&own, &halo_http, &rig);
+    print_table(&own, &engine, &halo_http, &rig);
     Ok(())
 }
 
@@ -114,8 +122,6 @@ struct Figures {
     /// From the fake (HTTP) or the adapter (own).
     request_bytes: f64,
     mean_history: f64,
-    /// Own mode: CPU in the request body and the response parsing.
-    wire_us: f64,
 }
 
 /// Runs `client` [`REPEAT`] times; the figures of the run with the least CPU per step.
@@ -151,7 +157,6 @@ fn best(
             peak_rss_mib: num("peak_rss_kib").unwrap_or(f64::NAN) / 1024.0,
             request_bytes: num("request_bytes_per_step").unwrap_or(f64::NAN),
             mean_history: num("mean_history").unwrap_or(f64::NAN),
-            wire_us: num("wire_us_per_step").unwrap_or(f64::NAN),
         };
         if served.requests > 0 {
             if served.bad > 0 {
@@ -170,7 +175,7 @@ fn best(
     kept.context("no run")
 }
 
-fn print_table(own: &[Figures], halo: &[Figures], rig: &Figures) {
+fn print_table(own: &[Figures], engine: &[Figures], halo: &[Figures], rig: &Figures) {
     let us = |x: f64| format!("{x:.1} µs");
     println!();
     println!(
@@ -196,17 +201,17 @@ fn print_table(own: &[Figures], halo: &[Figures], rig: &Figures) {
     );
     println!(
         "  {:<28}{:>12}{:>12}{:>12}",
-        "  request body + parse",
-        us(own[0].wire_us),
-        us(own[1].wire_us),
-        us(own[2].wire_us)
+        "  engine, ledger, tools",
+        us(engine[0].cpu_us),
+        us(engine[1].cpu_us),
+        us(engine[2].cpu_us)
     );
     println!(
         "  {:<28}{:>12}{:>12}{:>12}",
-        "  the rest (engine, tools)",
-        us(own[0].cpu_us - own[0].wire_us),
-        us(own[1].cpu_us - own[1].wire_us),
-        us(own[2].cpu_us - own[2].wire_us)
+        "  request body + parse",
+        us(own[0].cpu_us - engine[0].cpu_us),
+        us(own[1].cpu_us - engine[1].cpu_us),
+        us(own[2].cpu_us - engine[2].cpu_us)
     );
     println!(
         "  {:<28}{:>12}{:>12}{:>12}",
@@ -215,13 +220,18 @@ fn print_table(own: &[Figures], halo: &[Figures], rig: &Figures) {
         own[1].request_bytes as u64,
         own[2].request_bytes as u64
     );
-    println!(
-        "  {:<28}{:>12}{:>12}{:>12}   1.00 (flat)",
-        "ratio to 20 messages",
-        "1.00",
-        format!("{:.2}", own[1].cpu_us / own[0].cpu_us),
-        format!("{:.2}", own[2].cpu_us / own[0].cpu_us)
-    );
+    for (name, f) in [
+        ("ratio to 20 messages", own),
+        ("  engine, ledger, tools", engine),
+    ] {
+        println!(
+            "  {:<28}{:>12}{:>12}{:>12}   1.00 (flat)",
+            name,
+            "1.00",
+            format!("{:.2}", f[1].cpu_us / f[0].cpu_us),
+            format!("{:.2}", f[2].cpu_us / f[0].cpu_us)
+        );
+    }
     println!();
     println!("Whole step over loopback HTTP (CPU of the client process)");
     println!(

@@ -4,8 +4,9 @@
 //! It prints one `loop-bench {json}` line; xtask puts the figures side by side with rig's.
 //!
 //! ```text
-//! loop_bench own  HISTORY RUNS            Halo's own work: no HTTP (see below)
-//! loop_bench http HISTORY RUNS BASE_URL   the whole step, against a loopback fake
+//! loop_bench own    HISTORY RUNS          Halo's own work: no HTTP (see below)
+//! loop_bench engine HISTORY RUNS          the same without the request body and parsing
+//! loop_bench http   HISTORY RUNS BASE_URL the whole step, against a loopback fake
 //! ```
 //!
 //! - **own**: the adapter is [`InProcess`], which does what `OpenAiCompatible::generate`
@@ -14,8 +15,11 @@
 //!   `chat.completion` is read with [`OpenAiCompatible::parse_response`] (what `generate`
 //!   does with a 2xx body). So the figure is the run engine, the ledger, tool dispatch and
 //!   argument validation, the request serialization and the response parsing: everything
-//!   of a step but the kernel, hyper and reqwest. The CPU spent in `request_body` and
-//!   `parse_response` is also reported on its own (`wire_us_per_step`).
+//!   of a step but the kernel, hyper and reqwest.
+//! - **engine**: as `own`, but the adapter builds no body and hands out the response parsed
+//!   beforehand (a clone): the run engine, the ledger and the tools alone. `own` − `engine`
+//!   is the request body and the response parsing. (Timing those inside a step instead
+//!   would add the clock's own cost: `CLOCK_PROCESS_CPUTIME_ID` is a system call.)
 //! - **http**: the real `OpenAiCompatible::custom(BASE_URL, ..)` against xtask's loopback
 //!   fake, which runs in the xtask process, so its CPU is not counted here.
 //!
@@ -124,22 +128,20 @@ struct InProcess {
     inner: OpenAiCompatible,
     /// `completion(n)` for each n, rendered once.
     responses: Vec<Vec<u8>>,
+    /// The same, parsed once (for `engine` mode).
+    parsed: Vec<ModelResponse>,
+    /// Whether to build the body and parse the response (`own`), or only hand out the
+    /// parsed response (`engine`).
+    wire: bool,
     body_bytes: AtomicU64,
     history_messages: AtomicU64,
     calls: AtomicU64,
-    /// CPU nanoseconds in `request_body` and `parse_response`.
-    wire_ns: AtomicU64,
 }
 
 impl InProcess {
     /// Zeroes the counters (after the warm-up run).
     fn reset(&self) {
-        for counter in [
-            &self.body_bytes,
-            &self.history_messages,
-            &self.calls,
-            &self.wire_ns,
-        ] {
+        for counter in [&self.body_bytes, &self.history_messages, &self.calls] {
             counter.store(0, Ordering::Relaxed);
         }
     }
@@ -156,23 +158,18 @@ impl ModelAdapter for InProcess {
     }
 
     async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
-        let started = cpu_now();
-        let body = self.inner.request_body(&request)?;
-        let encoded = cpu_now();
-        self.body_bytes
-            .fetch_add(body.len() as u64, Ordering::Relaxed);
-        black_box(&body);
         self.history_messages
             .fetch_add(request.history.len() as u64, Ordering::Relaxed);
         self.calls.fetch_add(1, Ordering::Relaxed);
         let n = tool_results_since_user(request.history).min(STEPS - 1);
-        let before_parse = cpu_now();
-        let response = self.inner.parse_response(&self.responses[n]);
-        let wire = (encoded - started) + (cpu_now() - before_parse);
-        self.wire_ns
-            .fetch_add(wire.as_nanos() as u64, Ordering::Relaxed);
-        drop(body);
-        response
+        if !self.wire {
+            return Ok(self.parsed[n].clone());
+        }
+        let body = self.inner.request_body(&request)?;
+        self.body_bytes
+            .fetch_add(body.len() as u64, Ordering::Relaxed);
+        black_box(&body);
+        self.inner.parse_response(&self.responses[n])
     }
 }
 
@@ -310,7 +307,7 @@ async fn bench(
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: loop_bench own HISTORY RUNS | loop_bench http HISTORY RUNS BASE_URL";
+    let usage = "usage: loop_bench own|engine HISTORY RUNS | loop_bench http HISTORY RUNS BASE_URL";
     let (mode, history, runs) = match args.as_slice() {
         [mode, history, runs, ..] => (
             mode.as_str(),
@@ -323,24 +320,29 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let line = match (mode, args.get(3)) {
-        ("own", None) => {
+        (mode @ ("own" | "engine"), None) => {
             let inner = OpenAiCompatible::custom("http://127.0.0.1:9", "loop-fake").build()?;
+            let responses: Vec<Vec<u8>> = (0..STEPS).map(|n| completion(n).into_bytes()).collect();
+            let parsed = responses
+                .iter()
+                .map(|r| inner.parse_response(r))
+                .collect::<Result<_, _>>()?;
             let model = Arc::new(InProcess {
                 inner,
-                responses: (0..STEPS).map(|n| completion(n).into_bytes()).collect(),
+                responses,
+                parsed,
+                wire: mode == "own",
                 body_bytes: AtomicU64::new(0),
                 history_messages: AtomicU64::new(0),
                 calls: AtomicU64::new(0),
-                wire_ns: AtomicU64::new(0),
             });
             let shared: SharedModel = model.clone();
             let mut line = runtime.block_on(bench(shared, history, runs, || model.reset()))?;
             let calls = model.calls.load(Ordering::Relaxed).max(1) as f64;
             line.push_str(&format!(
-                r#","request_bytes_per_step":{:.0},"mean_history":{:.1},"wire_us_per_step":{:.3}}}"#,
+                r#","request_bytes_per_step":{:.0},"mean_history":{:.1}}}"#,
                 model.body_bytes.load(Ordering::Relaxed) as f64 / calls,
                 model.history_messages.load(Ordering::Relaxed) as f64 / calls,
-                model.wire_ns.load(Ordering::Relaxed) as f64 / 1e3 / calls,
             ));
             line
         }
