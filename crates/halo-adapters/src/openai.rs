@@ -55,6 +55,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use futures::StreamExt as _;
 use halo_core::{
     ModelAdapter, ModelError, ModelEventStream, ModelRequest, ModelResponse, model::response_events,
@@ -246,19 +247,20 @@ impl OpenAiCompatible {
     }
 
     /// One POST of `body`. A non-2xx answer is read whole and mapped to its error; a 2xx
-    /// answer is returned with its body unread.
+    /// answer is returned with its body unread. `body` is shared, not copied, by each attempt.
     async fn send(
         &self,
-        body: &[u8],
+        body: &Bytes,
         accept: &'static str,
     ) -> Result<reqwest::Response, ModelError> {
-        let mut builder = self
-            .client
-            .post(self.endpoint.clone())
-            .headers(self.headers.clone())
+        let mut builder = self.client.post(self.endpoint.clone());
+        if !self.headers.is_empty() {
+            builder = builder.headers(self.headers.clone());
+        }
+        builder = builder
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .header(ACCEPT, HeaderValue::from_static(accept))
-            .body(body.to_vec());
+            .body(body.clone());
         if let Some(key) = &self.api_key {
             // reqwest marks the header sensitive, so its Debug output hides it too.
             builder = builder.bearer_auth(key.expose_secret());
@@ -274,7 +276,7 @@ impl OpenAiCompatible {
     }
 
     /// One attempt: POST the body, read and map the answer.
-    async fn send_once(&self, body: &[u8]) -> Result<ModelResponse, ModelError> {
+    async fn send_once(&self, body: &Bytes) -> Result<ModelResponse, ModelError> {
         let started = Instant::now();
         let response = self.send(body, "application/json").await?;
         let status = response.status().as_u16();
@@ -336,7 +338,7 @@ impl OpenAiCompatible {
 
     /// The streaming call: open the stream (with retries, which end at the first byte of a
     /// 2xx body), then decode it.
-    fn stream_events<'a>(&'a self, body: Vec<u8>) -> ModelEventStream<'a> {
+    fn stream_events<'a>(&'a self, body: Bytes) -> ModelEventStream<'a> {
         Box::pin(async_stream::stream! {
             let started = Instant::now();
             let opened = self
@@ -430,9 +432,9 @@ impl ModelAdapter for OpenAiCompatible {
     /// # Cancel safety
     /// Dropping the future abandons the request (and any backoff wait); nothing is kept.
     async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
-        let body = self.body_bytes(&request, false)?;
-        let body = body.as_slice();
-        self.exchange().with_retries(|| self.send_once(body)).await
+        // Serialized once; every attempt shares the bytes (reqwest takes `Bytes` as is).
+        let body = Bytes::from(self.body_bytes(&request, false)?);
+        self.exchange().with_retries(|| self.send_once(&body)).await
     }
 
     /// Streams one chat-completions request (`stream: true`,
@@ -463,7 +465,7 @@ impl ModelAdapter for OpenAiCompatible {
     /// Dropping the stream closes the connection; nothing is kept.
     fn stream<'a>(&'a self, request: ModelRequest<'a>) -> ModelEventStream<'a> {
         match self.body_bytes(&request, true) {
-            Ok(body) => self.stream_events(body),
+            Ok(body) => self.stream_events(Bytes::from(body)),
             Err(e) => Box::pin(futures::stream::once(async move { Err(e) })),
         }
     }
