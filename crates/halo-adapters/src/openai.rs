@@ -52,6 +52,8 @@ mod response;
 mod stream;
 
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -96,6 +98,12 @@ pub struct OpenAiCompatible {
     pub(crate) reasoning_replay: ReasoningReplay,
     pub(crate) prompt_cache_key: bool,
     pub(crate) first_event_timeout: Option<Duration>,
+    /// The length of the last body serialized, to size the next one's buffer (a session's
+    /// bodies only grow): no regrowth copies while it is written. Shared by clones.
+    pub(crate) body_len_hint: Arc<AtomicUsize>,
+    /// The last prefix's share of a body, serialized once per prefix fingerprint
+    /// ([`request::PrefixWire`]). Shared by clones.
+    pub(crate) prefix_wire: Arc<Mutex<Option<Arc<request::PrefixWire>>>>,
 }
 
 impl fmt::Debug for OpenAiCompatible {
@@ -223,9 +231,39 @@ impl OpenAiCompatible {
     }
 
     fn body_bytes(&self, request: &ModelRequest<'_>, stream: bool) -> Result<Vec<u8>, ModelError> {
-        let body = request::build(self.request_config(), request, stream)?;
-        serde_json::to_vec(&body)
-            .map_err(|e| ModelError::Other(format!("cannot serialize the request body: {e}")))
+        let prefix = self.prefix_wire(request.prefix)?;
+        let body = request::build(self.request_config(), &prefix, request, stream)?;
+        let hint = self.body_len_hint.load(Ordering::Relaxed);
+        // Room for the last body and what a step adds to it.
+        let mut bytes = Vec::with_capacity(hint + hint / 8 + 4096);
+        let written = serde_json::to_writer(&mut bytes, &body);
+        if let Some(e) = body.take_error() {
+            return Err(e);
+        }
+        written
+            .map_err(|e| ModelError::Other(format!("cannot serialize the request body: {e}")))?;
+        self.body_len_hint.store(bytes.len(), Ordering::Relaxed);
+        Ok(bytes)
+    }
+
+    /// `prefix`'s share of a body: the one serialized last when its fingerprint is the
+    /// same, else serialized now and kept (one prefix is kept: agents that share an adapter
+    /// with different prefixes serialize theirs on each call, as before).
+    fn prefix_wire(
+        &self,
+        prefix: &halo_core::StablePrefix,
+    ) -> Result<Arc<request::PrefixWire>, ModelError> {
+        let fingerprint = prefix.fingerprint();
+        let mut kept = self
+            .prefix_wire
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(wire) = kept.as_ref().filter(|w| w.fingerprint() == fingerprint) {
+            return Ok(wire.clone());
+        }
+        let wire = Arc::new(request::PrefixWire::new(self.request_config(), prefix)?);
+        *kept = Some(wire.clone());
+        Ok(wire)
     }
 
     fn secret(&self) -> Option<&str> {
