@@ -61,6 +61,8 @@ pub enum Bench {
     Cache,
     /// The embedded model's prefill, cold against KV-cache reuse.
     LocalCache,
+    /// CPU per step of a 20-step tool loop at 20 to 2,000 history messages, Halo against rig 0.44.
+    Loop,
     /// SSE decode throughput and time to the first event.
     Sse,
     /// The sandbox's grep and glob against ripgrep on a 50,000-file tree.
@@ -120,6 +122,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Cmd::Bench { name } => match name {
             Bench::Cache => crate::bench_cache::run(),
             Bench::LocalCache => crate::bench_local::run(),
+            Bench::Loop => crate::bench_loop::run(),
             Bench::Sse => crate::bench_sse::run(),
             Bench::Tools => crate::bench_tools::run(),
         },
@@ -256,6 +259,14 @@ mod tests {
                 name: Bench::LocalCache
             }
         ));
+        assert!(matches!(
+            parse(&["bench", "loop"]).unwrap().command,
+            Cmd::Bench { name: Bench::Loop }
+        ));
+        assert_eq!(
+            kind(&["bench", "loop", "--runs"]),
+            ErrorKind::UnknownArgument
+        );
         assert!(matches!(
             parse(&["release", "--allow-dirty"]).unwrap().command,
             Cmd::Release { allow_dirty: true }

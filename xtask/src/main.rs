@@ -4,7 +4,7 @@
 //! - `cargo xtask model`: fetch the default GGUF model into the cache folder; prints its path.
 //! - `cargo xtask demo ["TASK"] [--dir DIR] [--max-steps N] [--read-only] [--yes]`: set up
 //!   what is missing, then run the coding agent.
-//! - `cargo xtask bench <name>`: print measurements (`cache`, `local-cache`, `sse`, `tools`).
+//! - `cargo xtask bench <name>`: print measurements (`cache`, `local-cache`, `loop`, `sse`, `tools`).
 //! - `cargo xtask release`: check versions and the changelog, package every crate, print the tag.
 //!
 //! xtask depends on no Halo crate: what needs one runs as an example through `cargo run`, so a
@@ -12,6 +12,7 @@
 
 mod bench_cache;
 mod bench_local;
+mod bench_loop;
 mod bench_sse;
 mod bench_tools;
 mod ci;

@@ -54,9 +54,12 @@ mod response;
 mod stream;
 
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use futures::StreamExt as _;
 use halo_core::{
     ModelAdapter, ModelCapabilities, ModelError, ModelEventStream, ModelRequest, ModelResponse,
@@ -98,6 +101,12 @@ pub struct OpenAiCompatible {
     pub(crate) reasoning_replay: ReasoningReplay,
     pub(crate) prompt_cache_key: bool,
     pub(crate) first_event_timeout: Option<Duration>,
+    /// The length of the last body serialized, to size the next one's buffer (a session's
+    /// bodies only grow): no regrowth copies while it is written. Shared by clones.
+    pub(crate) body_len_hint: Arc<AtomicUsize>,
+    /// The last prefix's share of a body, serialized once per prefix fingerprint
+    /// ([`request::PrefixWire`]). Shared by clones.
+    pub(crate) prefix_wire: Arc<Mutex<Option<Arc<request::PrefixWire>>>>,
 }
 
 impl fmt::Debug for OpenAiCompatible {
@@ -203,6 +212,17 @@ impl OpenAiCompatible {
         self.body_bytes(request, false)
     }
 
+    /// The turn [`generate`](ModelAdapter::generate) returns for `body`, a 2xx answer's
+    /// body (one `chat.completion`). With [`request_body`](Self::request_body), the whole
+    /// of `generate` but the HTTP exchange: for benchmarks and tests without a server.
+    ///
+    /// # Errors
+    /// [`ModelError::InvalidResponse`] when the body is not a chat completion;
+    /// [`ModelError::Truncated`] for DeepSeek's `insufficient_system_resource` finish reason.
+    pub fn parse_response(&self, body: &[u8]) -> Result<ModelResponse, ModelError> {
+        response::parse(body).map_err(|e| self.redact(e))
+    }
+
     fn request_config(&self) -> request::RequestConfig<'_> {
         request::RequestConfig {
             profile: self.profile,
@@ -214,9 +234,39 @@ impl OpenAiCompatible {
     }
 
     fn body_bytes(&self, request: &ModelRequest<'_>, stream: bool) -> Result<Vec<u8>, ModelError> {
-        let body = request::build(self.request_config(), request, stream)?;
-        serde_json::to_vec(&body)
-            .map_err(|e| ModelError::Other(format!("cannot serialize the request body: {e}")))
+        let prefix = self.prefix_wire(request.prefix)?;
+        let body = request::build(self.request_config(), &prefix, request, stream)?;
+        let hint = self.body_len_hint.load(Ordering::Relaxed);
+        // Room for the last body and what a step adds to it.
+        let mut bytes = Vec::with_capacity(hint + hint / 8 + 4096);
+        let written = serde_json::to_writer(&mut bytes, &body);
+        if let Some(e) = body.take_error() {
+            return Err(e);
+        }
+        written
+            .map_err(|e| ModelError::Other(format!("cannot serialize the request body: {e}")))?;
+        self.body_len_hint.store(bytes.len(), Ordering::Relaxed);
+        Ok(bytes)
+    }
+
+    /// `prefix`'s share of a body: the one serialized last when its fingerprint is the
+    /// same, else serialized now and kept (one prefix is kept: agents that share an adapter
+    /// with different prefixes serialize theirs on each call, as before).
+    fn prefix_wire(
+        &self,
+        prefix: &halo_core::StablePrefix,
+    ) -> Result<Arc<request::PrefixWire>, ModelError> {
+        let fingerprint = prefix.fingerprint();
+        let mut kept = self
+            .prefix_wire
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(wire) = kept.as_ref().filter(|w| w.fingerprint() == fingerprint) {
+            return Ok(wire.clone());
+        }
+        let wire = Arc::new(request::PrefixWire::new(self.request_config(), prefix)?);
+        *kept = Some(wire.clone());
+        Ok(wire)
     }
 
     fn secret(&self) -> Option<&str> {
@@ -238,19 +288,20 @@ impl OpenAiCompatible {
     }
 
     /// One POST of `body`. A non-2xx answer is read whole and mapped to its error; a 2xx
-    /// answer is returned with its body unread.
+    /// answer is returned with its body unread. `body` is shared, not copied, by each attempt.
     async fn send(
         &self,
-        body: &[u8],
+        body: &Bytes,
         accept: &'static str,
     ) -> Result<reqwest::Response, ModelError> {
-        let mut builder = self
-            .client
-            .post(self.endpoint.clone())
-            .headers(self.headers.clone())
+        let mut builder = self.client.post(self.endpoint.clone());
+        if !self.headers.is_empty() {
+            builder = builder.headers(self.headers.clone());
+        }
+        builder = builder
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .header(ACCEPT, HeaderValue::from_static(accept))
-            .body(body.to_vec());
+            .body(body.clone());
         if let Some(key) = &self.api_key {
             // reqwest marks the header sensitive, so its Debug output hides it too.
             builder = builder.bearer_auth(key.expose_secret());
@@ -266,7 +317,7 @@ impl OpenAiCompatible {
     }
 
     /// One attempt: POST the body, read and map the answer.
-    async fn send_once(&self, body: &[u8]) -> Result<ModelResponse, ModelError> {
+    async fn send_once(&self, body: &Bytes) -> Result<ModelResponse, ModelError> {
         let started = Instant::now();
         let response = self.send(body, "application/json").await?;
         let status = response.status().as_u16();
@@ -288,7 +339,7 @@ impl OpenAiCompatible {
 
     /// The streaming call: open the stream (with retries, which end at the first byte of a
     /// 2xx body), then decode it.
-    fn stream_events<'a>(&'a self, body: Vec<u8>) -> ModelEventStream<'a> {
+    fn stream_events<'a>(&'a self, body: Bytes) -> ModelEventStream<'a> {
         Box::pin(async_stream::stream! {
             let started = Instant::now();
             let opened = self
@@ -407,9 +458,9 @@ impl ModelAdapter for OpenAiCompatible {
     /// # Cancel safety
     /// Dropping the future abandons the request (and any backoff wait); nothing is kept.
     async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
-        let body = self.body_bytes(&request, false)?;
-        let body = body.as_slice();
-        self.exchange().with_retries(|| self.send_once(body)).await
+        // Serialized once; every attempt shares the bytes (reqwest takes `Bytes` as is).
+        let body = Bytes::from(self.body_bytes(&request, false)?);
+        self.exchange().with_retries(|| self.send_once(&body)).await
     }
 
     /// Streams one chat-completions request (`stream: true`,
@@ -441,7 +492,7 @@ impl ModelAdapter for OpenAiCompatible {
     /// Dropping the stream closes the connection; nothing is kept.
     fn stream<'a>(&'a self, request: ModelRequest<'a>) -> ModelEventStream<'a> {
         match self.body_bytes(&request, true) {
-            Ok(body) => self.stream_events(body),
+            Ok(body) => self.stream_events(Bytes::from(body)),
             Err(e) => Box::pin(futures::stream::once(async move { Err(e) })),
         }
     }

@@ -454,6 +454,8 @@ impl OpenAiBuilder {
             reasoning_replay: self.reasoning_replay,
             prompt_cache_key: self.prompt_cache_key,
             first_event_timeout: self.first_event_timeout,
+            body_len_hint: Default::default(),
+            prefix_wire: Default::default(),
         })
     }
 }

@@ -3,17 +3,22 @@
 //!
 //! Shape: <https://platform.openai.com/docs/api-reference/chat/create>. Serialization is
 //! deterministic: the system message, the few-shot turns and the `tools` array come from
-//! the [`StablePrefix`](halo_core::StablePrefix) in its canonical order through fixed-order
-//! structs, so they are byte-identical on every request of a session. The history is
+//! the [`StablePrefix`] in its canonical order through fixed-order structs, so they are
+//! byte-identical on every request of a session; they are serialized once per prefix
+//! ([`PrefixWire`]) and copied into each body as they are. The history is
 //! rendered the same way every time, so request N+1's `messages` start with request N's.
 //! The streaming path reuses [`build`] with `stream: true` (and `stream_options.include_usage`).
 
 use std::borrow::Cow;
+use std::cell::Cell;
+use std::fmt;
 
 use halo_core::{
-    ContentPart, Message, ModelError, ModelRequest, ResponseFormat, ToolCall, ToolChoice, ToolSpec,
+    AssistantMessage, ContentPart, Fingerprint, Message, ModelError, ModelRequest, ResponseFormat,
+    StablePrefix, ToolCall, ToolChoice, ToolSpec,
 };
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 use super::config::{Profile, ReasoningReplay};
@@ -28,13 +33,73 @@ pub(crate) struct RequestConfig<'a> {
     pub extra: &'a Map<String, Value>,
 }
 
+/// The prefix's share of a request body, serialized once per prefix (its
+/// [`Fingerprint`]): the system message and the few-shot turns, each as written in
+/// `messages`, the `tools` array, and the fingerprint as `prompt_cache_key` would send it.
+/// These bytes cannot change while the fingerprint stays, so a step escapes them no more.
+/// It also depends on the adapter's profile and reasoning replay, which an adapter never
+/// changes.
+#[derive(Debug)]
+pub(crate) struct PrefixWire {
+    fingerprint: Fingerprint,
+    fingerprint_hex: String,
+    messages: Vec<Box<RawValue>>,
+    tools: Option<Box<RawValue>>,
+}
+
+impl PrefixWire {
+    /// Serializes `prefix`'s share of a body.
+    ///
+    /// # Errors
+    /// [`ModelError::Unsupported`] for a few-shot turn the profile cannot send (an image on
+    /// DeepSeek).
+    pub(crate) fn new(cfg: RequestConfig<'_>, prefix: &StablePrefix) -> Result<Self, ModelError> {
+        let mut messages = Vec::with_capacity(1 + prefix.few_shot().len());
+        // Without skills the system text is the system prompt itself: borrowed, not copied.
+        let system = if prefix.skills().is_empty() {
+            Cow::Borrowed(prefix.system())
+        } else {
+            Cow::Owned(prefix.system_text())
+        };
+        if !system.is_empty() {
+            messages.push(raw(&WireMessage::System { content: system })?);
+        }
+        for message in prefix.few_shot() {
+            messages.push(raw(&wire_message(cfg, message)?)?);
+        }
+        let tools = if prefix.tools().is_empty() {
+            None
+        } else {
+            let tools: Vec<WireTool<'_>> = prefix.tools().iter().map(wire_tool).collect();
+            Some(raw(&tools)?)
+        };
+        let fingerprint = prefix.fingerprint();
+        Ok(PrefixWire {
+            fingerprint,
+            fingerprint_hex: fingerprint.to_string(),
+            messages,
+            tools,
+        })
+    }
+
+    /// The fingerprint of the prefix these bytes are of.
+    pub(crate) fn fingerprint(&self) -> Fingerprint {
+        self.fingerprint
+    }
+}
+
+fn raw(value: &impl Serialize) -> Result<Box<RawValue>, ModelError> {
+    serde_json::value::to_raw_value(value)
+        .map_err(|e| ModelError::Other(format!("cannot serialize the request body: {e}")))
+}
+
 /// The request body, in the field order it is written.
 #[derive(Debug, Serialize)]
 pub(crate) struct ChatRequest<'a> {
     model: &'a str,
-    messages: Vec<WireMessage<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<WireTool<'a>>,
+    messages: Messages<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_choice: Option<WireToolChoice<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -50,13 +115,71 @@ pub(crate) struct ChatRequest<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     response_format: Option<WireResponseFormat<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    prompt_cache_key: Option<Cow<'a, str>>,
+    prompt_cache_key: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
     #[serde(flatten)]
     extra: &'a Map<String, Value>,
+}
+
+impl ChatRequest<'_> {
+    /// The error that stopped the serialization of a history message, if one did (see
+    /// [`Messages`]): check it before the serializer's own error.
+    pub(crate) fn take_error(&self) -> Option<ModelError> {
+        self.messages.error.take()
+    }
+}
+
+/// `messages`: the prefix's messages as serialized once ([`PrefixWire`]), the trimmed-history
+/// note when the history opens with an assistant turn, then the history, each message
+/// written straight from the log (no intermediate vector of wire messages).
+struct Messages<'a> {
+    cfg: RequestConfig<'a>,
+    prefix: &'a [Box<RawValue>],
+    note: bool,
+    history: &'a [Message],
+    /// What a history message the profile cannot send failed with: serde's error type
+    /// only carries a string, this keeps the [`ModelError`].
+    error: Cell<Option<ModelError>>,
+}
+
+impl fmt::Debug for Messages<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Messages")
+            .field("prefix", &self.prefix.len())
+            .field("note", &self.note)
+            .field("history", &self.history.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error as _, SerializeSeq as _};
+        let len = self.prefix.len() + usize::from(self.note) + self.history.len();
+        let mut seq = serializer.serialize_seq(Some(len))?;
+        for message in self.prefix {
+            seq.serialize_element(message)?;
+        }
+        if self.note {
+            seq.serialize_element(&WireMessage::User {
+                content: UserContent::Text(crate::TRIMMED_HISTORY_NOTE),
+            })?;
+        }
+        for message in self.history {
+            match wire_message(self.cfg, message) {
+                Ok(wire) => seq.serialize_element(&wire)?,
+                Err(e) => {
+                    let text = e.to_string();
+                    self.error.set(Some(e));
+                    return Err(S::Error::custom(text));
+                }
+            }
+        }
+        seq.end()
+    }
 }
 
 /// `stream_options` of a streaming request.
@@ -81,8 +204,8 @@ enum WireMessage<'a> {
         content: &'a str,
         #[serde(skip_serializing_if = "Option::is_none")]
         reasoning_content: Option<Cow<'a, str>>,
-        #[serde(skip_serializing_if = "Vec::is_empty")]
-        tool_calls: Vec<WireToolCall<'a>>,
+        #[serde(skip_serializing_if = "WireToolCalls::is_empty")]
+        tool_calls: WireToolCalls<'a>,
     },
     Tool {
         tool_call_id: &'a str,
@@ -101,12 +224,44 @@ enum UserContent<'a> {
 #[serde(tag = "type", rename_all = "snake_case")]
 enum WirePart<'a> {
     Text { text: &'a str },
-    ImageUrl { image_url: ImageUrl },
+    ImageUrl { image_url: ImageUrl<'a> },
 }
 
 #[derive(Debug, Serialize)]
-struct ImageUrl {
-    url: String,
+struct ImageUrl<'a> {
+    url: DataUrl<'a>,
+}
+
+/// `data:{media_type};base64,{data}`, written without first copying the image into a string.
+#[derive(Debug)]
+struct DataUrl<'a> {
+    media_type: &'a str,
+    data: &'a str,
+}
+
+impl Serialize for DataUrl<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&format_args!(
+            "data:{};base64,{}",
+            self.media_type, self.data
+        ))
+    }
+}
+
+/// An assistant turn's tool calls, written straight from the message (no per-message vector).
+#[derive(Debug, Clone, Copy)]
+struct WireToolCalls<'a>(&'a [ToolCall]);
+
+impl WireToolCalls<'_> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for WireToolCalls<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(wire_tool_call))
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -189,7 +344,8 @@ struct JsonSchemaFormat<'a> {
     strict: bool,
 }
 
-/// Builds the body of one chat-completions request.
+/// Builds the body of one chat-completions request around `prefix`, the request's prefix
+/// as serialized once ([`PrefixWire::new`] of `request.prefix`).
 ///
 /// Layout of `messages`: the system message (`prefix.system_text()`, omitted when empty),
 /// then the few-shot turns, then [`TRIMMED_HISTORY_NOTE`](crate::TRIMMED_HISTORY_NOTE) as a
@@ -198,41 +354,31 @@ struct JsonSchemaFormat<'a> {
 ///
 /// # Errors
 /// [`ModelError::Unsupported`] for what the profile cannot send: images and JSON-Schema
-/// response formats on DeepSeek.
+/// response formats on DeepSeek (an image in the history is reported when the body is
+/// serialized: see [`ChatRequest::take_error`]).
 pub(crate) fn build<'a>(
     cfg: RequestConfig<'a>,
+    prefix: &'a PrefixWire,
     request: &ModelRequest<'a>,
     stream: bool,
 ) -> Result<ChatRequest<'a>, ModelError> {
-    let prefix = request.prefix;
     let options = request.options;
 
-    let mut messages = Vec::with_capacity(1 + prefix.few_shot().len() + request.history.len());
-    let system = prefix.system_text();
-    if !system.is_empty() {
-        messages.push(WireMessage::System {
-            content: Cow::Owned(system),
-        });
-    }
-    for message in prefix.few_shot() {
-        messages.push(wire_message(cfg, message)?);
-    }
     // A trimmed log can open with an assistant turn (its user message evicted); DeepSeek's
     // reasoner refuses a first non-system message that is not the user's ("The first
     // message (except the system message) of deepseek-reasoner must be a user message"),
     // so every profile puts the same fixed user turn first, as the Anthropic and Gemini
     // adapters do. The same bytes every call: the cache keeps matching.
-    if matches!(request.history.first(), Some(Message::Assistant(_))) {
-        messages.push(WireMessage::User {
-            content: UserContent::Text(crate::TRIMMED_HISTORY_NOTE),
-        });
-    }
-    for message in request.history {
-        messages.push(wire_message(cfg, message)?);
-    }
+    let messages = Messages {
+        cfg,
+        prefix: &prefix.messages,
+        note: matches!(request.history.first(), Some(Message::Assistant(_))),
+        history: request.history,
+        error: Cell::new(None),
+    };
 
-    let tools: Vec<WireTool<'a>> = prefix.tools().iter().map(wire_tool).collect();
-    let tool_choice = if tools.is_empty() {
+    let tools = prefix.tools.as_deref();
+    let tool_choice = if tools.is_none() {
         None
     } else {
         Some(tool_choice(cfg.profile, request))
@@ -278,10 +424,9 @@ pub(crate) fn build<'a>(
         _ => (options.max_tokens, None),
     };
 
-    let prompt_cache_key = cfg.prompt_cache_key.then(|| match request.session_id {
-        Some(id) => Cow::Borrowed(id),
-        None => Cow::Owned(prefix.fingerprint().to_string()),
-    });
+    let prompt_cache_key = cfg
+        .prompt_cache_key
+        .then_some(request.session_id.unwrap_or(&prefix.fingerprint_hex));
 
     Ok(ChatRequest {
         model: cfg.model,
@@ -381,18 +526,17 @@ fn wire_message<'a>(
             content: user_content(cfg.profile, content)?,
         },
         Message::Assistant(a) => {
-            let reasoning = a.reasoning_text();
             let reasoning_content = match cfg.reasoning_replay {
                 ReasoningReplay::Never => None,
-                ReasoningReplay::WhenPresent => reasoning.map(Cow::Owned),
+                ReasoningReplay::WhenPresent => reasoning(a),
                 ReasoningReplay::EveryAssistantMessage => {
-                    Some(Cow::Owned(reasoning.unwrap_or_default()))
+                    Some(reasoning(a).unwrap_or(Cow::Borrowed("")))
                 }
             };
             WireMessage::Assistant {
                 content: &a.text,
                 reasoning_content,
-                tool_calls: a.tool_calls.iter().map(wire_tool_call).collect(),
+                tool_calls: WireToolCalls(&a.tool_calls),
             }
         }
         Message::Tool(result) => WireMessage::Tool {
@@ -400,6 +544,16 @@ fn wire_message<'a>(
             content: &result.content,
         },
     })
+}
+
+/// The turn's reasoning text joined ([`AssistantMessage::reasoning_text`]), borrowed when it
+/// is one block (the usual case), so replaying it copies nothing.
+fn reasoning(a: &AssistantMessage) -> Option<Cow<'_, str>> {
+    match a.reasoning.as_slice() {
+        [] => None,
+        [one] => Some(Cow::Borrowed(&one.text)),
+        _ => a.reasoning_text().map(Cow::Owned),
+    }
 }
 
 fn wire_tool_call(call: &ToolCall) -> WireToolCall<'_> {
@@ -433,7 +587,7 @@ fn user_content(profile: Profile, parts: &[ContentPart]) -> Result<UserContent<'
             }
             ContentPart::Image { media_type, data } => Ok(WirePart::ImageUrl {
                 image_url: ImageUrl {
-                    url: format!("data:{media_type};base64,{data}"),
+                    url: DataUrl { media_type, data },
                 },
             }),
         })
