@@ -1,7 +1,8 @@
 //! `cargo xtask`: Halo's developer tasks.
 //!
 //! - `cargo xtask ci`: every check CI runs (fmt, clippy, tests, doctests, docs, tidy).
-//! - `cargo xtask model`: fetch the default GGUF model into the cache folder; prints its path.
+//! - `cargo xtask model [NAME]`: fetch the default (or the named) GGUF model into the cache
+//!   folder; prints its path.
 //! - `cargo xtask demo "TASK" [--dir DIR] [--read-only] [--yes]`: set up what is missing, then run the coding agent.
 //! - `cargo xtask bench <name>`: print measurements (`cache`, `local-cache`, `sse`, `tools`).
 
@@ -21,7 +22,8 @@ const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
   ci                        run every check CI runs (fmt, clippy, tests, doctests, docs, tidy)
-  model                     fetch the default GGUF model (SmolLM2-135M-Instruct Q4_1); prints its path
+  model [NAME]              fetch the default GGUF model (SmolLM2-135M-Instruct Q4_1), or the one
+                            named (smollm2-135m, gemma3-270m); prints its path
   demo \"TASK\" [--dir DIR] [--read-only] [--yes]
                             run the coding agent on TASK in DIR (default: a sample folder);
                             --read-only: reading tools only; --yes: run commands without asking
@@ -40,11 +42,7 @@ fn real_main() -> anyhow::Result<()> {
     let rest = args.get(1..).unwrap_or_default();
     match args.first().map(String::as_str) {
         Some("ci") => ci::run(rest),
-        Some("model") => {
-            let path = model::ensure_model()?;
-            println!("{}", path.display());
-            Ok(())
-        }
+        Some("model") => model::run(rest),
         Some("demo") => demo::run(rest),
         Some("interop") => interop::run(),
         Some("bench") => match rest.first().map(String::as_str) {
