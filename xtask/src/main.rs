@@ -4,10 +4,11 @@
 //! - `cargo xtask model [NAME]`: fetch the default (or the named) GGUF model into the cache
 //!   folder; prints its path.
 //! - `cargo xtask demo "TASK" [--dir DIR] [--read-only] [--yes]`: set up what is missing, then run the coding agent.
-//! - `cargo xtask bench <name>`: print measurements (`cache`, `local-cache`, `sse`, `tools`).
+//! - `cargo xtask bench <name>`: print measurements (`cache`, `local-cache`, `models`, `sse`, `tools`).
 
 mod bench_cache;
 mod bench_local;
+mod bench_models;
 mod bench_sse;
 mod bench_tools;
 mod ci;
@@ -28,7 +29,7 @@ commands:
                             run the coding agent on TASK in DIR (default: a sample folder);
                             --read-only: reading tools only; --yes: run commands without asking
   interop                   check halo-stream with the `ai` npm package (node)
-  bench <name>              print a benchmark's figures; names: cache, local-cache, sse, tools";
+  bench <name>              print a benchmark's figures; names: cache, local-cache, models, sse, tools";
 
 fn main() {
     if let Err(e) = real_main() {
@@ -48,6 +49,7 @@ fn real_main() -> anyhow::Result<()> {
         Some("bench") => match rest.first().map(String::as_str) {
             Some("cache") => bench_cache::run(),
             Some("local-cache") => bench_local::run(),
+            Some("models") => bench_models::run(),
             Some("sse") => bench_sse::run(),
             Some("tools") => bench_tools::run(),
             Some(name) => bail!("unknown benchmark `{name}`\n\n{USAGE}"),
