@@ -10,14 +10,13 @@
 //! few-shot turns, `CallThenAnswer { rounds: 1 }`, greedy decoding) and its session hooks,
 //! over the sample folder `examples/coder/sample` (the one `cargo xtask demo` copies). The
 //! model is loaded afresh for each task, so every task starts from a cold KV cache exactly as
-//! a `cargo xtask demo` run does. That matters at this size: evaluating the task's tokens in
-//! a batch of their own (after a warm cache) instead of with the prompt's last 512-token
-//! chunk changes the logits by rounding, and greedy answers of a 135M model flip on such
-//! differences (in one run with a cache kept across tasks, 3 of SmolLM2's 4 cold-right
-//! answers turned wrong and one wrong one right). The models take turns task by task, so a
-//! busy machine slows them alike. A task is right when the
-//! final answer matches every pattern of the task (case-insensitive regular expressions) and
-//! at least one tool call returned a result that is not an error. Seconds are the agent run's
+//! a `cargo xtask demo` run does. That matters at this size: in one run with each model kept
+//! loaded across tasks (the task's tokens then evaluated in a batch of their own rather than
+//! with the prompt's last 512-token chunk, which presumably rounds the logits differently),
+//! 3 of SmolLM2's 4 right answers turned wrong and one wrong answer right. The models take
+//! turns task by task, so a busy machine slows them alike. A task is right when the final
+//! answer matches every pattern of the task (case-insensitive regular expressions) and at
+//! least one tool call returned a result that is not an error. Seconds are the agent run's
 //! wall time, without loading the model. It prints figures; nothing is asserted.
 
 use std::path::{Path, PathBuf};

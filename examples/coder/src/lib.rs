@@ -4,7 +4,8 @@
 //! Every model gets [`SYSTEM`]. The small embedded model also gets only the read-only tools
 //! ([`EMBEDDED_TOOLS`]), two worked examples as few-shot turns ([`embedded_examples`]), short
 //! answers ([`embedded_options`]) and, in its adapter, `Auto` resolved by the conversation's
-//! shape ([`embedded_config`]): [`embedded_agent`] applies all of it.
+//! shape ([`embedded_config`]): [`embedded_agent`] applies all of it. [`approval`] holds the
+//! session's safety hooks and the terminal approval prompt.
 
 pub mod approval;
 
