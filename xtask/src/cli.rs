@@ -30,8 +30,11 @@ pub enum Cmd {
         #[arg(long)]
         tidy: bool,
     },
-    /// Fetch the default GGUF model into the cache folder and print its path.
-    Model,
+    /// Fetch a GGUF model into the cache folder and print its path (default: the demo's).
+    Model {
+        /// Which model: smollm2-135m (the default) or gemma3-270m.
+        name: Option<String>,
+    },
     /// Set up what is missing, then run the coding agent (examples/coder) on TASK.
     ///
     /// With ANTHROPIC_API_KEY, GEMINI_API_KEY, DEEPSEEK_API_KEY or OPENAI_API_KEY set (picked
@@ -63,6 +66,8 @@ pub enum Bench {
     LocalCache,
     /// CPU per step of a 20-step tool loop at 20 to 2,000 history messages, Halo against rig 0.44.
     Loop,
+    /// The embedded models (SmolLM2-135M, Gemma 3 270M) on 12 read-only tool tasks.
+    Models,
     /// SSE decode throughput and time to the first event.
     Sse,
     /// The sandbox's grep and glob against ripgrep on a 50,000-file tree.
@@ -112,17 +117,14 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Cmd::Ci { tidy: true } => crate::ci::tidy(),
         Cmd::Ci { tidy: false } => crate::ci::run(),
-        Cmd::Model => {
-            let path = crate::model::ensure_model()?;
-            println!("{}", path.display());
-            Ok(())
-        }
+        Cmd::Model { name } => crate::model::run(name.as_slice()),
         Cmd::Demo(args) => crate::demo::run(args),
         Cmd::Interop => crate::interop::run(),
         Cmd::Bench { name } => match name {
             Bench::Cache => crate::bench_cache::run(),
             Bench::LocalCache => crate::bench_local::run(),
             Bench::Loop => crate::bench_loop::run(),
+            Bench::Models => crate::bench_models::run(),
             Bench::Sse => crate::bench_sse::run(),
             Bench::Tools => crate::bench_tools::run(),
         },
@@ -170,6 +172,7 @@ mod tests {
         assert_eq!(kind(&["ci", "--bogus"]), ErrorKind::UnknownArgument);
         assert_eq!(kind(&["ci", "extra"]), ErrorKind::UnknownArgument);
         assert_eq!(kind(&["model", "--all"]), ErrorKind::UnknownArgument);
+        assert_eq!(kind(&["model", "a", "b"]), ErrorKind::UnknownArgument);
         assert_eq!(kind(&["release", "now"]), ErrorKind::UnknownArgument);
         assert_eq!(kind(&["bench", "nope"]), ErrorKind::InvalidValue);
         assert_eq!(kind(&["bench"]), ErrorKind::MissingRequiredArgument);

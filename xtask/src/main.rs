@@ -1,10 +1,11 @@
 //! `cargo xtask`: Halo's developer tasks (`cargo xtask --help` lists them).
 //!
 //! - `cargo xtask ci`: every check CI runs (tidy, fmt, clippy, doctests, interop, tests, docs).
-//! - `cargo xtask model`: fetch the default GGUF model into the cache folder; prints its path.
+//! - `cargo xtask model [NAME]`: fetch the default (or the named) GGUF model into the cache
+//!   folder; prints its path.
 //! - `cargo xtask demo ["TASK"] [--dir DIR] [--max-steps N] [--read-only] [--yes]`: set up
 //!   what is missing, then run the coding agent.
-//! - `cargo xtask bench <name>`: print measurements (`cache`, `local-cache`, `loop`, `sse`, `tools`).
+//! - `cargo xtask bench <name>`: print measurements (`cache`, `local-cache`, `loop`, `models`, `sse`, `tools`).
 //! - `cargo xtask release`: check versions and the changelog, package every crate, print the tag.
 //!
 //! xtask depends on no Halo crate: what needs one runs as an example through `cargo run`, so a
@@ -13,6 +14,7 @@
 mod bench_cache;
 mod bench_local;
 mod bench_loop;
+mod bench_models;
 mod bench_sse;
 mod bench_tools;
 mod ci;

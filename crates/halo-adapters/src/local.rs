@@ -8,8 +8,13 @@
 //! # The prompt
 //!
 //! Requests are rendered with the model's own chat template (the GGUF's
-//! `tokenizer.chat_template`, applied by llama.cpp's `llama_chat_apply_template`; a model
-//! without one gets ChatML). The turns are:
+//! `tokenizer.chat_template`, applied by llama.cpp's `llama_chat_apply_template`), or the one
+//! [`LocalConfig::chat_template`] names. A model without one gets a llama.cpp built-in
+//! template by its `general.architecture`: Gemma's (`<start_of_turn>user` / `model` turns,
+//! the system text put at the start of the first user turn) for the Gemma family, whose
+//! pretrained checkpoints ship without a template, and ChatML for the rest. Nothing in the
+//! format needs special tokens of its own: tool calls are plain text that the grammar
+//! constrains, so any model can be held to them. The turns are:
 //!
 //! 1. a `system` turn: [`StablePrefix::system_text`], then, when there are tools, the tool
 //!    section. It follows SmolLM2's function-calling format (a `<tools>` JSON list and
@@ -157,6 +162,11 @@ pub struct LocalConfig {
     pub temperature: f32,
     /// How [`ToolChoice::Auto`] is resolved. Default [`AutoToolChoice::ModelDecides`].
     pub auto_tool_choice: AutoToolChoice,
+    /// The chat template to render requests with instead of the model's own: the name of one
+    /// of llama.cpp's built-in templates (`chatml`, `gemma`, `llama3`, ...) or a template text
+    /// llama.cpp recognizes. Default `None`: the model's own template, or for a model without
+    /// one, Gemma's turns for the Gemma family and ChatML for the rest.
+    pub chat_template: Option<String>,
 }
 
 /// How a [`LocalAdapter`] resolves [`ToolChoice::Auto`].
@@ -223,6 +233,7 @@ impl Default for LocalConfig {
             max_tokens: 1024,
             temperature: 0.0,
             auto_tool_choice: AutoToolChoice::ModelDecides,
+            chat_template: None,
         }
     }
 }
@@ -261,6 +272,11 @@ impl LocalConfig {
     /// Sets [`auto_tool_choice`](Self::auto_tool_choice).
     pub fn with_auto_tool_choice(mut self, policy: AutoToolChoice) -> Self {
         self.auto_tool_choice = policy;
+        self
+    }
+    /// Sets [`chat_template`](Self::chat_template).
+    pub fn with_chat_template(mut self, template: impl Into<String>) -> Self {
+        self.chat_template = Some(template.into());
         self
     }
 }
@@ -684,7 +700,7 @@ impl<'m> Worker<'m> {
                  try a smaller LocalConfig::context_tokens"
             ))
         })?;
-        let (template, tool_role) = chat_template(model)?;
+        let (template, tool_role) = chat_template(model, config.chat_template.as_deref())?;
         Ok(Worker {
             model,
             ctx,
@@ -1075,24 +1091,59 @@ impl Picker {
     }
 }
 
-/// The model's chat template (ChatML when it has none or llama.cpp cannot apply it) and the
-/// role tool results take.
-fn chat_template(model: &LlamaModel) -> Result<(LlamaChatTemplate, &'static str), ModelError> {
+/// The llama.cpp built-in template for a model whose GGUF has no chat template of its own, by
+/// its `general.architecture`: Gemma's turn format for the Gemma family (whose pretrained
+/// checkpoints ship without a template but whose vocabulary has the `<start_of_turn>` and
+/// `<end_of_turn>` tokens), ChatML for the rest.
+fn builtin_template(architecture: &str) -> &'static str {
+    if architecture.starts_with("gemma") {
+        "gemma"
+    } else {
+        "chatml"
+    }
+}
+
+/// The chat template (`chosen`, else the model's own, else when it has none or llama.cpp
+/// cannot apply it the built-in template [`builtin_template`] names) and the role tool
+/// results take.
+fn chat_template(
+    model: &LlamaModel,
+    chosen: Option<&str>,
+) -> Result<(LlamaChatTemplate, &'static str), ModelError> {
     let probe = LlamaChatMessage::new("user".into(), "hi".into()).ok();
-    let own = model.chat_template(None).ok().filter(|t| {
+    let applies = |t: &LlamaChatTemplate| {
         probe.as_ref().is_some_and(|p| {
             model
                 .apply_chat_template(t, std::slice::from_ref(p), true)
                 .is_ok()
         })
-    });
-    let template = match own {
-        Some(t) => t,
-        None => {
-            tracing::warn!("the model has no chat template llama.cpp can apply; using ChatML");
-            LlamaChatTemplate::new("chatml")
-                .map_err(|e| ModelError::Local(format!("cannot name the ChatML template ({e})")))?
+    };
+    let template = match chosen {
+        Some(name) => LlamaChatTemplate::new(name)
+            .ok()
+            .filter(applies)
+            .ok_or_else(|| {
+                ModelError::Local(format!(
+                    "llama.cpp cannot apply the chat template `{name}` of LocalConfig::chat_template; \
+                     name one of its built-in templates (chatml, gemma, llama3, ...) or give a \
+                     template it recognizes"
+                ))
+            })?,
+        None => match model.chat_template(None).ok().filter(applies) {
+            Some(t) => t,
+            None => {
+            let architecture = model.meta_val_str("general.architecture").unwrap_or_default();
+            let name = builtin_template(&architecture);
+            tracing::info!(
+                architecture,
+                template = name,
+                "the model has no chat template llama.cpp can apply; using a built-in one"
+            );
+            LlamaChatTemplate::new(name).map_err(|e| {
+                ModelError::Local(format!("cannot name the {name} template ({e})"))
+            })?
         }
+        },
     };
     // Tool results take the role `tool` when the template renders that role as given (ChatML
     // and its kin do: SmolLM2 follows a tool_response in a `tool` turn far better than in a
@@ -1150,6 +1201,16 @@ mod tests {
             }
         }
         (released, streamer.sent)
+    }
+
+    #[test]
+    fn a_model_without_a_template_gets_its_familys_built_in_one() {
+        for arch in ["gemma", "gemma2", "gemma3", "gemma3n"] {
+            assert_eq!(builtin_template(arch), "gemma", "{arch}");
+        }
+        for arch in ["llama", "qwen2", "phi3", ""] {
+            assert_eq!(builtin_template(arch), "chatml", "{arch}");
+        }
     }
 
     #[test]

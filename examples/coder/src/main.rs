@@ -32,7 +32,6 @@
 //! answer, so commands are denied (the model reads why) unless `--yes` is given.
 //! The small embedded model always runs read-only.
 
-mod approval;
 mod cli;
 
 use std::path::Path;
@@ -43,45 +42,15 @@ use anyhow::{Context, bail};
 use std::io::Write as _;
 
 use clap::Parser as _;
+use coder::{EMBEDDED_TOOLS, SYSTEM, approval};
 use futures::StreamExt as _;
 use halo_core::{
-    AgentEvent, AssistantMessage, FinishReason, GenerateTextResult, GenerationOptions, HaloAgent,
-    HaloError, Message, SharedModel, ToolCall, ToolResult,
+    AgentEvent, FinishReason, GenerateTextResult, HaloAgent, HaloError, Message, SharedModel,
 };
 use halo_sandbox::ContainerSandbox;
 use halo_stream::journal::JsonlStore;
 
 use crate::cli::Cli;
-
-const SYSTEM: &str = "You are a coding agent working in a project folder. \
-Use the tools to look at files before you answer; paths are relative to the project folder. \
-When you know the answer, reply briefly in plain text.";
-
-/// The tools the small embedded model gets: it must not overwrite files it misreads.
-const SMALL_MODEL_TOOLS: &[&str] = &["glob", "grep", "ls", "read"];
-
-/// Few-shot turns for the small embedded model: a call, its result and an answer, twice
-/// (with one example it copies the example's path).
-fn small_model_examples() -> Vec<Message> {
-    let c1 = ToolCall::new("example_1", "read", r#"{"path":"todo.md"}"#);
-    let c2 = ToolCall::new("example_2", "read", r#"{"path":"docs/setup.txt"}"#);
-    let calls = |c: &ToolCall| {
-        Message::Assistant(AssistantMessage {
-            tool_calls: vec![c.clone()],
-            ..Default::default()
-        })
-    };
-    vec![
-        Message::user("What is in todo.md?"),
-        calls(&c1),
-        Message::Tool(ToolResult::ok(&c1, "     1\t- fix the login bug")),
-        Message::assistant("todo.md says: fix the login bug."),
-        Message::user("Read docs/setup.txt and tell me how to install."),
-        calls(&c2),
-        Message::Tool(ToolResult::ok(&c2, "     1\tRun `make install`.")),
-        Message::assistant("To install, run `make install`."),
-    ]
-}
 
 fn set(var: &str) -> bool {
     std::env::var(var).is_ok_and(|v| !v.is_empty())
@@ -157,16 +126,12 @@ fn pick_model() -> anyhow::Result<Picked> {
     local_model()
 }
 
-/// The embedded model. SmolLM2-135M does not decide well by itself when to call a tool, so
-/// `Auto` is resolved by the conversation's shape: call a tool right after the user's
-/// message, answer after one round of results.
+/// The embedded model, with the adapter settings of [`coder::embedded_config`].
 #[cfg(feature = "local")]
 fn local_model() -> anyhow::Result<Picked> {
-    use halo_adapters::local::{AutoToolChoice, LocalAdapter, LocalConfig, default_model_path};
+    use halo_adapters::local::{LocalAdapter, default_model_path};
     let path = default_model_path();
-    let config =
-        LocalConfig::default().with_auto_tool_choice(AutoToolChoice::CallThenAnswer { rounds: 1 });
-    let m = LocalAdapter::load(&path, config)?;
+    let m = LocalAdapter::load(&path, coder::embedded_config())?;
     Ok(Picked {
         small: true,
         ..Picked::remote(Arc::new(m), format!("embedded model {}", path.display()))
@@ -339,22 +304,21 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
     let mut builder = HaloAgent::builder_shared(model)
         .system(SYSTEM)
         .max_steps(cli.max_steps);
-    let mut tools = sandbox.tools();
+    let tools = sandbox.tools();
     let mut permissions = cli.permissions();
     if small {
         if permissions.yes {
             out.line("(--yes has no effect: the small embedded model always runs read-only)");
         }
         permissions.read_only = true;
-        // A 135M-parameter model gets the read-only tools and two worked examples.
-        tools.retain(|t| SMALL_MODEL_TOOLS.contains(&t.spec().name.as_str()));
-        builder = builder
-            .few_shot(small_model_examples())
-            .options(GenerationOptions::default().with_max_tokens(96));
+        // A small embedded model gets the read-only tools and two worked examples.
+        builder = coder::embedded_agent(builder, tools)?;
         out.line(format_args!(
             "tools: {} (read-only, for the small embedded model)",
-            SMALL_MODEL_TOOLS.join(", ")
+            EMBEDDED_TOOLS.join(", ")
         ));
+    } else {
+        builder = builder.tools(tools)?;
     }
     let (hooks, policy) = approval::session_hooks(permissions);
     out.line(format_args!("policy: {policy}"));
@@ -364,7 +328,7 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
     if let Some(path) = &cli.session {
         builder = builder.session(Arc::new(JsonlStore::new(path)));
     }
-    let mut agent = builder.tools(tools)?.build();
+    let mut agent = builder.build();
     if let Some(path) = &cli.session {
         agent.restore_session().await?;
         out.line(session_line(path, agent.log().len()));

@@ -232,6 +232,85 @@ async fn a_prompt_longer_than_the_context_is_an_error() {
     );
 }
 
+#[tokio::test]
+async fn gemmas_template_puts_the_system_text_in_the_first_user_turn_and_only_appends() {
+    if shared().is_none() {
+        return;
+    }
+    // A Gemma GGUF without a template of its own (the pretrained Gemma 3 270M) gets llama.cpp's
+    // built-in `gemma` template; the default model's vocabulary stands in for Gemma's here
+    // (the text is the same, the token ids differ).
+    let model = LocalAdapter::load(
+        default_model_path(),
+        LocalConfig::default()
+            .with_context_tokens(2048)
+            .with_chat_template("gemma"),
+    )
+    .unwrap();
+    let prefix = prefix_with_read();
+    let options = GenerationOptions::default();
+    let call = ToolCall::new("c1", "read", r#"{"path":"notes.txt"}"#);
+    let asked = vec![Message::user("What does notes.txt say?")];
+    let mut answered = asked.clone();
+    answered.extend([
+        Message::Assistant(AssistantMessage {
+            tool_calls: vec![call.clone()],
+            ..AssistantMessage::default()
+        }),
+        Message::Tool(ToolResult::ok(&call, "Buy milk.")),
+    ]);
+    let render = |history| {
+        model.render(ModelRequest {
+            prefix: &prefix,
+            history,
+            options: &options,
+            session_id: None,
+        })
+    };
+    let first = render(&asked).await.unwrap();
+    let second = render(&answered).await.unwrap();
+    assert!(
+        first.text.starts_with(
+            "<start_of_turn>user\nYou are a coding agent. Use the tools to look at files.\n\n\
+             You have access to the following tools:\n<tools>[{\"name\":\"read\""
+        ),
+        "{}",
+        first.text
+    );
+    assert!(
+        first
+            .text
+            .ends_with("What does notes.txt say?<end_of_turn>\n<start_of_turn>model\n"),
+        "{}",
+        first.text
+    );
+    assert_eq!(
+        &second.text[first.text.len()..],
+        "<tool_call>[{\"name\":\"read\",\"arguments\":{\"path\":\"notes.txt\"}}]</tool_call>\
+         <end_of_turn>\n<start_of_turn>tool\n<tool_response>\nBuy milk.\n</tool_response>\
+         <end_of_turn>\n<start_of_turn>model\n"
+    );
+    // Append-only: the second prompt's tokens start with all of the first one's.
+    assert!(second.tokens.len() > first.tokens.len());
+    assert_eq!(second.tokens[..first.tokens.len()], first.tokens[..]);
+}
+
+#[test]
+fn a_chat_template_llama_cpp_cannot_apply_is_an_error_that_says_so() {
+    if shared().is_none() {
+        return;
+    }
+    let err = LocalAdapter::load(
+        default_model_path(),
+        LocalConfig::default().with_chat_template("no-such-template"),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, ModelError::Local(m) if m.contains("`no-such-template`")),
+        "{err:?}"
+    );
+}
+
 // `generate` and `render` futures are `Send` (checked at compile time, never run).
 const _: fn(&LocalAdapter, ModelRequest<'_>) = |model, request| {
     fn send<T: Send>(_: T) {}
