@@ -90,6 +90,7 @@ fn body(model: &AnthropicAdapter, prefix: &StablePrefix, history: &[Message]) ->
     model
         .request_body(&ModelRequest::new(prefix, history, &options))
         .unwrap()
+        .to_vec()
 }
 
 /// The JSON paths of every `cache_control` in a body, with its value, in cache order.

@@ -570,11 +570,11 @@ fn tool_choice_with_active_tools_per_provider() {
         let mut options = GenerationOptions::default().with_tool_choice(choice);
         options.active_tools = active.map(|a| a.iter().map(|s| s.to_string()).collect());
         let request = ModelRequest::new(&prefix, &history, &options);
-        let body = |bytes: Vec<u8>| serde_json::from_slice::<Value>(&bytes).unwrap();
-        let o = body(openai.request_body(&request).unwrap());
-        let d = body(deepseek.request_body(&request).unwrap());
-        let a = body(anthropic.request_body(&request).unwrap());
-        let g = body(gemini.request_body(&request, None).unwrap());
+        let body = |bytes: &[u8]| serde_json::from_slice::<Value>(bytes).unwrap();
+        let o = body(&openai.request_body(&request).unwrap());
+        let d = body(&deepseek.request_body(&request).unwrap());
+        let a = body(&anthropic.request_body(&request).unwrap());
+        let g = body(&gemini.request_body(&request, None).unwrap());
         tools.push((
             o["tools"].to_string(),
             a["tools"].to_string(),

@@ -6,6 +6,7 @@
 //! key redaction.
 
 mod fake;
+mod history;
 mod stream;
 mod stream_fake;
 
@@ -744,7 +745,7 @@ async fn request_body_bytes_are_exact() {
         .request_body(&ModelRequest::new(&prefix, &history, &options).with_session_id("s"))
         .unwrap();
     assert_eq!(
-        String::from_utf8(body).unwrap(),
+        String::from_utf8(body.to_vec()).unwrap(),
         concat!(
             r#"{"model":"m","messages":[{"role":"system","content":"sys"},{"role":"user","content":"u"},"#,
             r#"{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"t","arguments":"{}"}}]},"#,
