@@ -162,13 +162,22 @@ pub struct MessageLog {
     lineage: Lineage,
 }
 
+/// `items` cloned into a deque with the same room (`VecDeque::clone` keeps only the length).
+fn clone_with_room<T: Clone>(items: &VecDeque<T>) -> VecDeque<T> {
+    let mut clone = VecDeque::with_capacity(items.capacity());
+    clone.extend(items.iter().cloned());
+    clone
+}
+
 impl Clone for MessageLog {
     /// The same messages, marks, capacity, eviction count and generation, under a new
-    /// identity that remembers this log as where it forked.
+    /// identity that remembers this log as where it forked. The clone has the room its
+    /// origin had grown to, so its first append does not move every message (a cloned run
+    /// state goes on growing, as its origin did).
     fn clone(&self) -> Self {
         MessageLog {
-            messages: self.messages.clone(),
-            meta: self.meta.clone(),
+            messages: clone_with_room(&self.messages),
+            meta: clone_with_room(&self.meta),
             capacity: self.capacity,
             evicted: self.evicted,
             generation: self.generation,
@@ -645,5 +654,19 @@ mod tests {
         assert!(k.is_for(log.contiguous().unwrap()));
         assert!(!k.is_for(&copy));
         assert_eq!(k.len(), 1);
+    }
+
+    #[test]
+    fn a_clone_keeps_the_room_its_origin_grew_to() {
+        // Trigger: every run of `bench loop` starts from a clone of a 2,000-message state,
+        // whose first append moved the whole log into a new buffer.
+        let mut log = MessageLog::with_capacity(10_000);
+        for i in 0..1000 {
+            log.push(Message::user(i.to_string()));
+        }
+        let clone = log.clone();
+        assert!(clone.messages.capacity() >= log.messages.capacity());
+        assert!(clone.meta.capacity() >= log.meta.capacity());
+        assert_eq!(clone, log);
     }
 }
