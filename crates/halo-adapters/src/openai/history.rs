@@ -10,7 +10,7 @@
 //! ends; the next body of that history takes the kept buffer back (the request that sent it
 //! is over, so nothing else holds it and no byte is copied), cuts it after the messages it
 //! shares, and appends the new messages and its own tail. The bytes are those a rewrite
-//! would give (`openai::tests::kept_histories_write_the_bytes_of_a_rewrite` checks).
+//! would give (`tests/it/openai/history.rs` checks every body against a rewrite).
 //!
 //! One adapter serves many agents (`Arc`, clones share this): up to [`KEPT_HISTORIES`]
 //! histories are kept, the least recently written dropped first, each taken out while a
