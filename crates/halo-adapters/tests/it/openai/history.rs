@@ -212,3 +212,24 @@ fn an_evicted_front_an_empty_prefix_and_an_unsendable_message_are_written_anew()
     step(&mut log, 1);
     sent(&model, deepseek, &p, &mut log, &options).unwrap();
 }
+
+#[test]
+fn agents_on_threads_sharing_one_adapter_never_get_each_other_s_bytes() {
+    let model = std::sync::Arc::new(openai());
+    let p = prefix("You look things up.");
+    std::thread::scope(|scope| {
+        for agent in 0..6 {
+            let (model, p) = (model.clone(), &p);
+            scope.spawn(move || {
+                let options = GenerationOptions::default();
+                let mut log = MessageLog::with_capacity(1000);
+                // The same first message everywhere: only the keys tell the logs apart.
+                log.push(Message::user("Which values do k0 to k9 hold?"));
+                for n in 0..40 {
+                    sent(&model, openai, p, &mut log, &options).unwrap();
+                    step(&mut log, 100 * agent + n);
+                }
+            });
+        }
+    });
+}
