@@ -380,12 +380,9 @@ impl<M: ModelAdapter> ModelAdapter for Clocked<M> {
             request.prefix.system(),
             clock(20 * n)
         ));
-        self.inner
-            .generate(ModelRequest {
-                prefix: &prefix,
-                ..request
-            })
-            .await
+        let mut request = request;
+        request.prefix = &prefix;
+        self.inner.generate(request).await
     }
 }
 

@@ -44,12 +44,7 @@ async fn call(
     let history = [Message::user(question)];
     let started = Instant::now();
     let response = model
-        .generate(ModelRequest {
-            prefix,
-            history: &history,
-            options,
-            session_id: None,
-        })
+        .generate(ModelRequest::new(prefix, &history, options))
         .await?;
     Ok(Timed {
         elapsed: started.elapsed(),
@@ -115,19 +110,11 @@ async fn run(model: &LocalAdapter) -> Result<(), Box<dyn Error>> {
     let history = [Message::user(
         "Tell a long story about a lighthouse keeper.",
     )];
-    let request = ModelRequest {
-        prefix: &prefix,
-        history: &history,
-        options: &one,
-        session_id: None,
-    };
+    let request = ModelRequest::new(&prefix, &history, &one);
     model.generate(request).await?; // puts the prompt in the cache
     let started = Instant::now();
     let response = model
-        .generate(ModelRequest {
-            options: &long,
-            ..request
-        })
+        .generate(ModelRequest::new(&prefix, &history, &long))
         .await?;
     let elapsed = started.elapsed();
     let generated = response.usage.output_tokens.unwrap_or(0);

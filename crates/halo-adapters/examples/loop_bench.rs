@@ -11,7 +11,8 @@
 //!
 //! - **own**: the adapter is [`InProcess`], which does what `OpenAiCompatible::generate`
 //!   does except the HTTP exchange: the request body is built with
-//!   [`OpenAiCompatible::request_body`] (the bytes `generate` sends) and the canned
+//!   [`OpenAiCompatible::request_body`] (the bytes `generate` sends, written as `generate`
+//!   writes them: only the messages added since the history's last body) and the canned
 //!   `chat.completion` is read with [`OpenAiCompatible::parse_response`] (what `generate`
 //!   does with a 2xx body). So the figure is the run engine, the ledger, tool dispatch and
 //!   argument validation, the request serialization and the response parsing: everything
@@ -33,7 +34,9 @@
 //! more run is made untimed (so the ledger and the history check have seen the log, as in
 //! a live session), and every timed run starts from a clone of that state, carrying
 //! HISTORY − 60 + 41, …, + 79 messages. The log's capacity is large enough that nothing
-//! is evicted.
+//! is evicted. A clone shares its history up to the clone with the earlier runs' clones
+//! (`HistoryKey`), so the adapter reuses the body it kept of the previous run up to there,
+//! as a live session reuses its previous step's.
 //!
 //! The canned responses are those of the fake in `xtask/src/bench_loop.rs`: a `lookup`
 //! call while fewer than 19 tool results follow the last user message, then an answer;

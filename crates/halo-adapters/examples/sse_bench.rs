@@ -357,12 +357,7 @@ async fn over_loopback(body: Vec<u8>) -> Result<Vec<Duration>, Box<dyn Error>> {
     let options = GenerationOptions::default();
     let mut samples = Vec::new();
     for _ in 0..60 {
-        let mut events = model.stream(ModelRequest {
-            prefix: &prefix,
-            history: &history,
-            options: &options,
-            session_id: None,
-        });
+        let mut events = model.stream(ModelRequest::new(&prefix, &history, &options));
         let first = events.next().await;
         let arrived = Instant::now();
         let Some(Ok(_)) = first else {

@@ -79,6 +79,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use futures::StreamExt as _;
 use halo_core::{
     ModelAdapter, ModelCapabilities, ModelError, ModelEventStream, ModelRequest, ModelResponse,
@@ -205,11 +206,11 @@ impl AnthropicAdapter {
     /// # Errors
     /// [`ModelError::Unsupported`] for a request with no message to send, or a JSON
     /// response format without a schema.
-    pub fn request_body(&self, request: &ModelRequest<'_>) -> Result<Vec<u8>, ModelError> {
+    pub fn request_body(&self, request: &ModelRequest<'_>) -> Result<Bytes, ModelError> {
         self.body_bytes(request, false)
     }
 
-    fn body_bytes(&self, request: &ModelRequest<'_>, stream: bool) -> Result<Vec<u8>, ModelError> {
+    fn body_bytes(&self, request: &ModelRequest<'_>, stream: bool) -> Result<Bytes, ModelError> {
         let cfg = request::RequestConfig {
             model: &self.model,
             max_tokens: self.max_tokens,
@@ -219,6 +220,7 @@ impl AnthropicAdapter {
         };
         let body = request::build(cfg, request, stream)?;
         serde_json::to_vec(&body)
+            .map(Bytes::from)
             .map_err(|e| ModelError::Other(format!("cannot serialize the request body: {e}")))
     }
 
@@ -227,10 +229,10 @@ impl AnthropicAdapter {
     }
 
     /// One POST of `body`. A non-2xx answer is read whole and mapped to its error; a 2xx
-    /// answer is returned with its body unread.
+    /// answer is returned with its body unread. `body` is shared, not copied, by each attempt.
     async fn send(
         &self,
-        body: &[u8],
+        body: &Bytes,
         accept: &'static str,
     ) -> Result<reqwest::Response, ModelError> {
         let mut key = HeaderValue::from_str(self.api_key.expose_secret())
@@ -247,7 +249,7 @@ impl AnthropicAdapter {
             )
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .header(ACCEPT, HeaderValue::from_static(accept))
-            .body(body.to_vec());
+            .body(body.clone());
         tracing::debug!(
             provider = PROVIDER,
             model = %self.model,
@@ -259,7 +261,7 @@ impl AnthropicAdapter {
     }
 
     /// One attempt: POST the body, read and map the answer.
-    async fn send_once(&self, body: &[u8]) -> Result<ModelResponse, ModelError> {
+    async fn send_once(&self, body: &Bytes) -> Result<ModelResponse, ModelError> {
         let started = Instant::now();
         let response = self.send(body, "application/json").await?;
         let bytes = self.exchange().body(response).await?;
@@ -288,7 +290,7 @@ impl AnthropicAdapter {
 
     /// The streaming call: open the stream (with retries, which end at the first byte of a
     /// 2xx body), then decode it.
-    fn stream_events<'a>(&'a self, body: Vec<u8>) -> ModelEventStream<'a> {
+    fn stream_events<'a>(&'a self, body: Bytes) -> ModelEventStream<'a> {
         Box::pin(async_stream::stream! {
             let opened = self
                 .exchange()
@@ -394,8 +396,7 @@ impl ModelAdapter for AnthropicAdapter {
     /// Dropping the future abandons the request (and any backoff wait); nothing is kept.
     async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         let body = self.body_bytes(&request, false)?;
-        let body = body.as_slice();
-        self.exchange().with_retries(|| self.send_once(body)).await
+        self.exchange().with_retries(|| self.send_once(&body)).await
     }
 
     /// Streams one Messages request (`stream: true`): text, thinking and tool-call deltas as

@@ -119,6 +119,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use futures::StreamExt as _;
 use halo_core::{
     ModelAdapter, ModelCapabilities, ModelError, ModelEventStream, ModelRequest, ModelResponse,
@@ -243,7 +244,7 @@ impl GeminiAdapter {
         &self,
         request: &ModelRequest<'_>,
         cached_content: Option<&str>,
-    ) -> Result<Vec<u8>, ModelError> {
+    ) -> Result<Bytes, ModelError> {
         let prefix = request::prefix(request);
         self.body_bytes(request, &prefix, cached_content)
     }
@@ -303,9 +304,10 @@ impl GeminiAdapter {
         request: &ModelRequest<'_>,
         prefix: &Prefix,
         cached: Option<&str>,
-    ) -> Result<Vec<u8>, ModelError> {
+    ) -> Result<Bytes, ModelError> {
         let body = request::build(self.request_config(), request, prefix, cached);
         serde_json::to_vec(&body)
+            .map(Bytes::from)
             .map_err(|e| ModelError::Other(format!("cannot serialize the request body: {e}")))
     }
 
@@ -362,12 +364,13 @@ impl GeminiAdapter {
     }
 
     /// One HTTP request. A non-2xx answer is read whole and mapped to its error; a 2xx
-    /// answer is returned with its body unread.
+    /// answer is returned with its body unread. `body` is shared, not copied, by each
+    /// attempt.
     pub(crate) async fn send(
         &self,
         method: Method,
         url: reqwest::Url,
-        body: Option<&[u8]>,
+        body: Option<&Bytes>,
         accept: &'static str,
     ) -> Result<reqwest::Response, ModelError> {
         let mut builder = self
@@ -378,21 +381,21 @@ impl GeminiAdapter {
         if let Some(body) = body {
             builder = builder
                 .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-                .body(body.to_vec());
+                .body(body.clone());
         }
         tracing::debug!(
             provider = %self.provider,
             model = %self.model,
             %method,
             url = %url,
-            request_bytes = body.map_or(0, <[u8]>::len),
+            request_bytes = body.map_or(0, Bytes::len),
             "gemini request"
         );
         self.exchange().send(builder).await
     }
 
     /// One `generateContent` attempt.
-    async fn generate_once(&self, body: &[u8]) -> Result<ModelResponse, ModelError> {
+    async fn generate_once(&self, body: &Bytes) -> Result<ModelResponse, ModelError> {
         let started = Instant::now();
         let response = self
             .send(
@@ -428,7 +431,7 @@ impl GeminiAdapter {
 
     /// Opens the stream for `body` (with retries, which end at the first byte of a 2xx
     /// body).
-    async fn open_stream(&self, body: &[u8]) -> Result<reqwest::Response, ModelError> {
+    async fn open_stream(&self, body: &Bytes) -> Result<reqwest::Response, ModelError> {
         self.exchange()
             .with_retries(|| {
                 self.send(

@@ -49,6 +49,7 @@
 
 mod config;
 pub(crate) mod error;
+mod history;
 mod request;
 mod response;
 mod stream;
@@ -59,7 +60,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures::StreamExt as _;
 use halo_core::{
     ModelAdapter, ModelCapabilities, ModelError, ModelEventStream, ModelRequest, ModelResponse,
@@ -107,6 +108,9 @@ pub struct OpenAiCompatible {
     /// The last prefix's share of a body, serialized once per prefix fingerprint
     /// ([`request::PrefixWire`]). Shared by clones.
     pub(crate) prefix_wire: Arc<Mutex<Option<Arc<request::PrefixWire>>>>,
+    /// The last bodies of a few histories, so a request whose history extends one writes
+    /// only its new messages ([`history::Histories`]). Shared by clones.
+    pub(crate) histories: Arc<history::Histories>,
 }
 
 impl fmt::Debug for OpenAiCompatible {
@@ -203,12 +207,17 @@ impl OpenAiCompatible {
     }
 
     /// The exact body bytes [`generate`](ModelAdapter::generate) would send for `request`
-    /// (compact JSON). Useful to check cache stability without a server.
+    /// (compact JSON), as it sends them: shared, not copied. Useful to check cache stability
+    /// without a server.
+    ///
+    /// Like `generate`, it writes only the new messages of a history that extends one the
+    /// adapter wrote before ([`ModelRequest::history_key`]; see `history.rs`), and keeps
+    /// this body for the next; the bytes are those of a body written anew.
     ///
     /// # Errors
     /// [`ModelError::Unsupported`] for content the profile cannot send (images or a JSON
     /// Schema response format on DeepSeek).
-    pub fn request_body(&self, request: &ModelRequest<'_>) -> Result<Vec<u8>, ModelError> {
+    pub fn request_body(&self, request: &ModelRequest<'_>) -> Result<Bytes, ModelError> {
         self.body_bytes(request, false)
     }
 
@@ -233,19 +242,39 @@ impl OpenAiCompatible {
         }
     }
 
-    fn body_bytes(&self, request: &ModelRequest<'_>, stream: bool) -> Result<Vec<u8>, ModelError> {
+    /// The body of `request`: the head, the history's messages and the tail, the messages
+    /// an earlier body of the same history carried taken from it as they were written.
+    fn body_bytes(&self, request: &ModelRequest<'_>, stream: bool) -> Result<Bytes, ModelError> {
         let prefix = self.prefix_wire(request.prefix)?;
+        let fingerprint = prefix.fingerprint();
         let body = request::build(self.request_config(), &prefix, request, stream)?;
-        let hint = self.body_len_hint.load(Ordering::Relaxed);
-        // Room for the last body and what a step adds to it.
-        let mut bytes = Vec::with_capacity(hint + hint / 8 + 4096);
-        let written = serde_json::to_writer(&mut bytes, &body);
-        if let Some(e) = body.take_error() {
-            return Err(e);
-        }
-        written
-            .map_err(|e| ModelError::Other(format!("cannot serialize the request body: {e}")))?;
+        let key = request.history_key();
+        let start = key
+            .as_ref()
+            .and_then(|k| self.histories.take(k, fingerprint, body.note()));
+        let (mut out, mut ends, from) = match start {
+            Some(start) => (start.out, start.ends, start.from),
+            None => {
+                let hint = self.body_len_hint.load(Ordering::Relaxed);
+                // Room for the last body and what a step adds to it.
+                let mut out = BytesMut::with_capacity(hint + hint / 8 + 4096);
+                body.write_head(&mut out)?;
+                (out, Vec::with_capacity(body.history_len()), 0)
+            }
+        };
+        body.write_messages(&mut out, from, &mut ends)?;
+        body.write_tail(&mut out)?;
+        let bytes = out.freeze();
         self.body_len_hint.store(bytes.len(), Ordering::Relaxed);
+        if let Some(key) = key {
+            self.histories.keep(history::Kept {
+                key,
+                fingerprint,
+                note: body.note(),
+                body: bytes.clone(),
+                ends,
+            });
+        }
         Ok(bytes)
     }
 
@@ -346,6 +375,9 @@ impl OpenAiCompatible {
                 .exchange()
                 .with_retries(|| self.send(&body, "text/event-stream"))
                 .await;
+            // Sent: the adapter's kept copy of the history is the body's only holder again,
+            // so the next request appends to it in place.
+            drop(body);
             let response = match opened {
                 Ok(r) => r,
                 Err(e) => {
@@ -458,8 +490,8 @@ impl ModelAdapter for OpenAiCompatible {
     /// # Cancel safety
     /// Dropping the future abandons the request (and any backoff wait); nothing is kept.
     async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
-        // Serialized once; every attempt shares the bytes (reqwest takes `Bytes` as is).
-        let body = Bytes::from(self.body_bytes(&request, false)?);
+        // Written once; every attempt shares the bytes (reqwest takes `Bytes` as is).
+        let body = self.body_bytes(&request, false)?;
         self.exchange().with_retries(|| self.send_once(&body)).await
     }
 
@@ -492,7 +524,7 @@ impl ModelAdapter for OpenAiCompatible {
     /// Dropping the stream closes the connection; nothing is kept.
     fn stream<'a>(&'a self, request: ModelRequest<'a>) -> ModelEventStream<'a> {
         match self.body_bytes(&request, true) {
-            Ok(body) => self.stream_events(Bytes::from(body)),
+            Ok(body) => self.stream_events(body),
             Err(e) => Box::pin(futures::stream::once(async move { Err(e) })),
         }
     }

@@ -322,12 +322,9 @@ impl HaloAgent {
                         step_span = tracing::info_span!("step", "halo.step" = step);
                         let chat_span = telemetry::chat_span(&*self.model, &step_span);
                         let history = self.state.history();
-                        let request = ModelRequest {
-                            prefix,
-                            history: &history,
-                            options: &options,
-                            session_id: self.session_id.as_deref(),
-                        };
+                        let mut request = ModelRequest::new(prefix, &history, &options)
+                            .with_history_key(self.state.history_key(&history));
+                        request.session_id = self.session_id.as_deref();
                         let response = if streaming {
                             let mut model_events = self.model.stream(request);
                             let mut ids: Vec<String> = Vec::new();

@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::HaloError;
 use crate::ledger::{CacheCheck, CacheLedger, CacheVerdict, LogKey, Planned};
-use crate::log::MessageLog;
+use crate::log::{HistoryKey, MessageLog};
 use crate::message::{Message, ToolCall, ToolResult};
 use crate::model::{FinishReason, ModelResponse, Usage};
 use crate::prefix::{Fingerprint, StablePrefix};
@@ -433,6 +433,14 @@ impl RunState {
             Some(s) => request::valid_history(s),
             None => Cow::Owned(request::valid_history(&self.log.to_vec()).into_owned()),
         }
+    }
+
+    /// Where `history` (what [`history`](Self::history) returned) comes from, for the
+    /// request's [`with_history_key`](crate::ModelRequest::with_history_key): `Some` when it
+    /// is the log lent as it stands, `None` for a repaired copy. With it an adapter knows
+    /// which of its messages an earlier request already carried ([`HistoryKey`]).
+    pub fn history_key(&self, history: &[Message]) -> Option<HistoryKey> {
+        self.log.history_key(history)
     }
 
     /// Feeds the model's response to the planned call, made at `at_ms`; returns the

@@ -78,7 +78,7 @@ pub use guardrail::{
 };
 pub use hook::{ToolCallDecision, ToolHook};
 pub use ledger::{CacheCheck, CacheLedger, CacheVerdict};
-pub use log::MessageLog;
+pub use log::{HistoryKey, MessageLog};
 pub use message::{AssistantMessage, ContentPart, Message, Reasoning, ToolCall, ToolResult};
 pub use model::InvalidRequestKind;
 pub use model::{

@@ -5,11 +5,19 @@
 //! an assistant message together with the tool results that answer its calls. So the log
 //! never holds a tool call without its results, or a result without its call. The newest
 //! unit is never evicted, even if it alone is larger than the capacity.
+//!
+//! A log also knows where its messages come from ([`HistoryKey`]): an identity unique in
+//! the process (a clone or a deserialized log gets a new one, a clone remembers where it
+//! forked), the generation counter that edits bump, and the eviction count. With it an
+//! adapter can tell that a request's history extends an earlier request's without
+//! comparing messages, and write only the new ones.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
+use crate::ledger::LogKey;
 use crate::message::Message;
 
 /// Default capacity of a [`MessageLog`], in messages.
@@ -30,10 +38,105 @@ fn is_false(b: &bool) -> bool {
     !*b
 }
 
+/// The next [`Lineage::id`]: identities are never reused within a process.
+static NEXT_LOG_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Which log this is, in this process: a fresh identity for every log made, cloned or
+/// deserialized, and for a clone the point it forked from. Not content: two logs with the
+/// same messages are equal whatever their lineage.
+#[derive(Debug)]
+struct Lineage {
+    id: u64,
+    fork: Option<Fork>,
+}
+
+impl Default for Lineage {
+    fn default() -> Self {
+        Lineage {
+            id: NEXT_LOG_ID.fetch_add(1, Ordering::Relaxed),
+            fork: None,
+        }
+    }
+}
+
+/// Where a cloned log came from: the original's identity, generation, eviction count and
+/// length at the moment of the clone. While neither log is edited or evicts, the first
+/// `len` messages of both are those.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fork {
+    log: u64,
+    at: LogKey,
+    len: usize,
+}
+
+/// Where a request's history comes from: a [`MessageLog`]'s identity in this process, its
+/// [`LogKey`] (generation and eviction count) and, for a cloned log, the point it forked
+/// from. [`RunState::history_key`](crate::RunState::history_key) makes one for the history
+/// it lends out as the log stands; a repaired (copied) history has none.
+///
+/// With the key of an earlier request, [`shared_prefix`](Self::shared_prefix) says how many
+/// leading messages the two histories are known to share, without comparing them: the log
+/// only appends while its generation and eviction count stay, and identities are never
+/// reused. An adapter that kept the serialized bytes of the earlier request's messages
+/// writes only the rest (the OpenAI-compatible adapter does). A key vouches for the history
+/// slice it was made for and no other ([`ModelRequest::history_key`](crate::ModelRequest::history_key)
+/// checks the slice).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryKey {
+    log: u64,
+    at: LogKey,
+    fork: Option<Fork>,
+    /// The address and length of the history slice the key was made for.
+    addr: usize,
+    len: usize,
+}
+
+impl HistoryKey {
+    /// The messages of the history the key was made for.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether that history is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether the key was made for `history` (the same slice, not an equal one).
+    pub fn is_for(&self, history: &[Message]) -> bool {
+        self.addr == history.as_ptr() as usize && self.len == history.len()
+    }
+
+    /// How many leading messages this key's history shares with `earlier`'s, known from
+    /// where both come from (0 when nothing is known): all of `earlier`'s when this one is
+    /// the same log since grown at the end; the messages up to the fork when one log is a
+    /// clone of the other, or both are clones of one log, and none was edited or evicted
+    /// since. An edit (generation) or an eviction in either log since shares nothing.
+    pub fn shared_prefix(&self, earlier: &HistoryKey) -> usize {
+        let shared = if self.log == earlier.log {
+            (self.at == earlier.at).then_some(earlier.len)
+        } else {
+            // A fork point both logs still stand on (unedited, nothing evicted since).
+            let on = |key: &HistoryKey, fork: &Fork| key.at == fork.at;
+            match (self.fork, earlier.fork) {
+                (Some(f), _) if f.log == earlier.log && on(self, &f) && on(earlier, &f) => {
+                    Some(f.len)
+                }
+                (_, Some(f)) if f.log == self.log && on(self, &f) && on(earlier, &f) => Some(f.len),
+                (Some(a), Some(b)) if a == b && on(self, &a) && on(earlier, &b) => Some(a.len),
+                _ => None,
+            }
+        };
+        shared.map_or(0, |n| n.min(self.len).min(earlier.len))
+    }
+}
+
 /// The bounded history of a conversation. See the [module docs](self).
 ///
 /// Serializes with serde (messages, their marks, the capacity and the eviction count), so a
-/// run's history can be saved and restored.
+/// run's history can be saved and restored. Equality compares those; a log's identity in
+/// the process ([`HistoryKey`]) is not compared, and a clone or a deserialized log has an
+/// identity of its own.
 ///
 /// ```
 /// use halo_core::{Message, MessageLog};
@@ -45,7 +148,7 @@ fn is_false(b: &bool) -> bool {
 /// let texts: Vec<String> = log.messages().map(|m| m.text()).collect();
 /// assert_eq!(texts, ["two", "three"]);
 /// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct MessageLog {
     messages: VecDeque<Message>,
     meta: VecDeque<Meta>,
@@ -55,6 +158,49 @@ pub struct MessageLog {
     /// the cache ledger knows when digests of earlier messages can be reused.
     #[serde(default)]
     generation: u64,
+    #[serde(skip)]
+    lineage: Lineage,
+}
+
+/// `items` cloned into a deque with the same room (`VecDeque::clone` keeps only the length).
+fn clone_with_room<T: Clone>(items: &VecDeque<T>) -> VecDeque<T> {
+    let mut clone = VecDeque::with_capacity(items.capacity());
+    clone.extend(items.iter().cloned());
+    clone
+}
+
+impl Clone for MessageLog {
+    /// The same messages, marks, capacity, eviction count and generation, under a new
+    /// identity that remembers this log as where it forked. The clone has the room its
+    /// origin had grown to, so its first append does not move every message (a cloned run
+    /// state goes on growing, as its origin did).
+    fn clone(&self) -> Self {
+        MessageLog {
+            messages: clone_with_room(&self.messages),
+            meta: clone_with_room(&self.meta),
+            capacity: self.capacity,
+            evicted: self.evicted,
+            generation: self.generation,
+            lineage: Lineage {
+                fork: Some(Fork {
+                    log: self.lineage.id,
+                    at: LogKey::of(self),
+                    len: self.messages.len(),
+                }),
+                ..Lineage::default()
+            },
+        }
+    }
+}
+
+impl PartialEq for MessageLog {
+    fn eq(&self, other: &Self) -> bool {
+        self.messages == other.messages
+            && self.meta == other.meta
+            && self.capacity == other.capacity
+            && self.evicted == other.evicted
+            && self.generation == other.generation
+    }
 }
 
 impl Default for MessageLog {
@@ -72,6 +218,7 @@ impl MessageLog {
             capacity: capacity.max(1),
             evicted: 0,
             generation: 0,
+            lineage: Lineage::default(),
         }
     }
 
@@ -100,6 +247,21 @@ impl MessageLog {
     /// more messages were evicted.
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// The key of `history`, which must be this log's messages as [`contiguous`](Self::contiguous)
+    /// lends them (else `None`): where they come from, for an adapter that reuses what it
+    /// serialized of an earlier request ([`HistoryKey`]).
+    pub fn history_key(&self, history: &[Message]) -> Option<HistoryKey> {
+        let slice = self.contiguous()?;
+        let same = slice.as_ptr() == history.as_ptr() && slice.len() == history.len();
+        same.then(|| HistoryKey {
+            log: self.lineage.id,
+            at: LogKey::of(self),
+            fork: self.lineage.fork,
+            addr: history.as_ptr() as usize,
+            len: history.len(),
+        })
     }
 
     /// The messages, oldest first.
@@ -404,5 +566,107 @@ mod tests {
         );
         log.retain(|_, _, _| true);
         assert_ne!(log.generation(), g);
+    }
+
+    /// The key of the log's messages as an adapter would get them.
+    fn key(log: &mut MessageLog) -> HistoryKey {
+        log.as_slice();
+        let history = log.contiguous().unwrap();
+        log.history_key(history).unwrap()
+    }
+
+    #[test]
+    fn a_history_key_shares_what_the_log_kept_and_nothing_after_an_edit_or_eviction() {
+        let mut log = MessageLog::with_capacity(4);
+        log.push(Message::user("a"));
+        let first = key(&mut log);
+        log.push(Message::assistant("b"));
+        let grown = key(&mut log);
+        assert_eq!(grown.shared_prefix(&first), 1);
+        assert_eq!(first.shared_prefix(&grown), 1);
+        assert_eq!(grown.shared_prefix(&grown), 2);
+        log.retain(|_, _, _| true);
+        let edited = key(&mut log);
+        assert_eq!(edited.shared_prefix(&grown), 0, "an edit shares nothing");
+        for i in 0..4 {
+            log.push(Message::user(i.to_string()));
+        }
+        assert!(log.evicted() > 0);
+        assert_eq!(
+            key(&mut log).shared_prefix(&edited),
+            0,
+            "nor does an eviction"
+        );
+        // Another log with the same messages shares nothing: identities are never reused.
+        let mut other = MessageLog::with_capacity(4);
+        other.push(Message::user("a"));
+        assert_eq!(key(&mut other).shared_prefix(&first), 0);
+    }
+
+    #[test]
+    fn clones_share_the_messages_up_to_the_fork_until_either_is_edited() {
+        let mut parent = MessageLog::with_capacity(100);
+        parent.push(Message::user("a"));
+        parent.push(Message::assistant("b"));
+        let before = key(&mut parent);
+        let mut left = parent.clone();
+        let mut right = parent.clone();
+        assert_eq!(left, parent, "a clone is equal, its identity aside");
+        parent.push(Message::user("parent"));
+        left.push(Message::user("left"));
+        right.push(Message::user("right"));
+        let (p, l, r) = (key(&mut parent), key(&mut left), key(&mut right));
+        assert_eq!(l.shared_prefix(&r), 2, "siblings share the fork");
+        assert_eq!(r.shared_prefix(&l), 2);
+        assert_eq!(
+            l.shared_prefix(&p),
+            2,
+            "a clone shares the fork with its origin"
+        );
+        assert_eq!(p.shared_prefix(&l), 2);
+        assert_eq!(l.shared_prefix(&before), 2);
+        right.retain(|_, _, _| true);
+        assert_eq!(
+            key(&mut right).shared_prefix(&l),
+            0,
+            "an edited clone shares nothing"
+        );
+        parent.clear();
+        assert_eq!(l.shared_prefix(&key(&mut parent)), 0);
+        // A grandchild knows only its own fork.
+        let mut grandchild = left.clone();
+        assert_eq!(key(&mut grandchild).shared_prefix(&p), 0);
+        assert_eq!(key(&mut grandchild).shared_prefix(&l), 3);
+        // A log read back from serde is a log of its own.
+        let mut back: MessageLog =
+            serde_json::from_str(&serde_json::to_string(&left).unwrap()).unwrap();
+        assert_eq!(back, left);
+        assert_eq!(key(&mut back).shared_prefix(&l), 0);
+    }
+
+    #[test]
+    fn a_history_key_is_made_only_for_the_log_s_own_slice() {
+        let mut log = MessageLog::with_capacity(4);
+        log.push(Message::user("a"));
+        let copy = log.to_vec();
+        assert!(log.history_key(&copy).is_none());
+        let k = key(&mut log);
+        assert!(k.is_for(log.contiguous().unwrap()));
+        assert!(!k.is_for(&copy));
+        assert_eq!(k.len(), 1);
+    }
+
+    #[test]
+    fn a_clone_keeps_the_room_its_origin_grew_to() {
+        // Trigger: every run of `bench loop` starts from a clone of a 2,000-message state,
+        // whose first append moved the whole log into a new buffer.
+        let mut log = MessageLog::with_capacity(10_000);
+        for i in 0..1000 {
+            log.push(Message::user(i.to_string()));
+        }
+        let clone = log.clone();
+        assert!(clone.messages.capacity() >= log.messages.capacity());
+        assert!(clone.meta.capacity() >= log.meta.capacity());
+        assert_eq!(clone, log);
     }
 }

@@ -13,6 +13,7 @@ use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 
+use crate::log::HistoryKey;
 use crate::message::{AssistantMessage, Message};
 use crate::prefix::StablePrefix;
 
@@ -168,7 +169,23 @@ impl ModelCapabilities {
 }
 
 /// Everything an adapter needs for one call.
+///
+/// Built with [`new`](Self::new) and the `with_*` setters, so a field added later does not
+/// break the code that makes requests (the struct is `#[non_exhaustive]`); the fields are
+/// public to read:
+///
+/// ```
+/// use halo_core::{GenerationOptions, Message, ModelRequest, StablePrefix};
+///
+/// let prefix = StablePrefix::new("You are terse.");
+/// let history = [Message::user("Hi")];
+/// let options = GenerationOptions::default();
+/// let request = ModelRequest::new(&prefix, &history, &options).with_session_id("s-1");
+/// assert_eq!(request.session_id, Some("s-1"));
+/// assert!(request.history_key().is_none(), "a history of no log has no key");
+/// ```
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct ModelRequest<'a> {
     /// The stable prefix: system text, tool specs, few-shot turns, skill catalog.
     pub prefix: &'a StablePrefix,
@@ -179,6 +196,52 @@ pub struct ModelRequest<'a> {
     /// A stable id for the conversation (OpenAI's `prompt_cache_key`),
     /// if the caller set one.
     pub session_id: Option<&'a str>,
+    /// Where `history` comes from; read it through [`history_key`](Self::history_key),
+    /// which checks that it was made for `history`.
+    history_key: Option<HistoryKey>,
+}
+
+impl<'a> ModelRequest<'a> {
+    /// A request of `prefix`, `history` and `options`, with no session id and no history
+    /// key.
+    pub fn new(
+        prefix: &'a StablePrefix,
+        history: &'a [Message],
+        options: &'a GenerationOptions,
+    ) -> Self {
+        ModelRequest {
+            prefix,
+            history,
+            options,
+            session_id: None,
+            history_key: None,
+        }
+    }
+
+    /// Sets [`session_id`](Self::session_id).
+    pub fn with_session_id(mut self, id: &'a str) -> Self {
+        self.session_id = Some(id);
+        self
+    }
+
+    /// Sets the key of the history: where it comes from
+    /// ([`RunState::history_key`](crate::RunState::history_key)), so an adapter knows which
+    /// of its messages an earlier request already carried. A key made for another slice
+    /// than [`history`](Self::history) is ignored.
+    pub fn with_history_key(mut self, key: Option<HistoryKey>) -> Self {
+        self.history_key = key;
+        self
+    }
+
+    /// The history's key, when it was made for this request's [`history`](Self::history)
+    /// (the same slice: a request whose `history` was replaced has none). While two
+    /// requests' keys share a prefix ([`HistoryKey::shared_prefix`]), that many leading
+    /// messages of their histories are the same, so an adapter may reuse what it
+    /// serialized of them. `None` for a history that comes from no log as it stands (a
+    /// repaired copy, a slice built by hand).
+    pub fn history_key(&self) -> Option<HistoryKey> {
+        self.history_key.filter(|k| k.is_for(self.history))
+    }
 }
 
 /// Why the model stopped.

@@ -16,6 +16,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use bytes::Bytes;
 use halo_core::{Fingerprint, ModelError};
 use reqwest::Method;
 use serde::Deserialize;
@@ -211,6 +212,7 @@ impl GeminiAdapter {
             display_name: format!("halo {}", key.fingerprint),
         };
         let body = serde_json::to_vec(&body)
+            .map(Bytes::from)
             .map_err(|e| ModelError::Other(format!("cannot serialize the cache body: {e}")))?;
         let sent_at = (self.clock)();
         let response = self
@@ -242,15 +244,11 @@ impl GeminiAdapter {
     async fn refresh(&self, name: &str) -> Result<SystemTime, ModelError> {
         let mut url = self.endpoints.resource(name);
         url.set_query(Some("updateMask=ttl"));
-        let body = serde_json::json!({ "ttl": ttl_string(self.cache_ttl) });
+        let body =
+            Bytes::from(serde_json::json!({ "ttl": ttl_string(self.cache_ttl) }).to_string());
         let sent_at = (self.clock)();
-        self.send(
-            Method::PATCH,
-            url,
-            Some(body.to_string().as_bytes()),
-            "application/json",
-        )
-        .await?;
+        self.send(Method::PATCH, url, Some(&body), "application/json")
+            .await?;
         tracing::debug!(provider = %self.provider, name = %name, "refreshed the cached content's TTL");
         Ok(sent_at + self.cache_ttl)
     }

@@ -456,6 +456,7 @@ impl OpenAiBuilder {
             first_event_timeout: self.first_event_timeout,
             body_len_hint: Default::default(),
             prefix_wire: Default::default(),
+            histories: Default::default(),
         })
     }
 }

@@ -6,13 +6,16 @@
 //! the [`StablePrefix`] in its canonical order through fixed-order structs, so they are
 //! byte-identical on every request of a session; they are serialized once per prefix
 //! ([`PrefixWire`]) and copied into each body as they are. The history is
-//! rendered the same way every time, so request N+1's `messages` start with request N's.
+//! rendered the same way every time, so request N+1's `messages` start with request N's;
+//! a body is written in three parts ([`Body`]: head, messages, tail) so the adapter can
+//! keep an earlier body's messages and write only the new ones (`history.rs`).
 //! The streaming path reuses [`build`] with `stream: true` (and `stream_options.include_usage`).
 
 use std::borrow::Cow;
-use std::cell::Cell;
 use std::fmt;
+use std::io;
 
+use bytes::BytesMut;
 use halo_core::{
     AssistantMessage, ContentPart, Fingerprint, Message, ModelError, ModelRequest, ResponseFormat,
     StablePrefix, ToolCall, ToolChoice, ToolSpec,
@@ -93,11 +96,24 @@ fn raw(value: &impl Serialize) -> Result<Box<RawValue>, ModelError> {
         .map_err(|e| ModelError::Other(format!("cannot serialize the request body: {e}")))
 }
 
-/// The request body, in the field order it is written.
+/// One request's body, written in three parts: the head (`{"model":…,"messages":[`, the
+/// prefix's messages as serialized once, the trimmed-history note), the history's messages,
+/// and the tail (`],"tools":…}`: every field after `messages`, in the order below). The
+/// parts concatenated are the bytes `serde_json` writes for the whole request, so an
+/// adapter that kept the head and the first messages of an earlier body writes only the
+/// new messages and the tail ([`Body::write_messages`]).
+#[derive(Debug)]
+pub(crate) struct Body<'a> {
+    cfg: RequestConfig<'a>,
+    prefix: &'a PrefixWire,
+    note: bool,
+    history: &'a [Message],
+    tail: Tail<'a>,
+}
+
+/// The fields after `messages`, in the order they are written.
 #[derive(Debug, Serialize)]
-pub(crate) struct ChatRequest<'a> {
-    model: &'a str,
-    messages: Messages<'a>,
+struct Tail<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     tools: Option<&'a RawValue>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -124,61 +140,106 @@ pub(crate) struct ChatRequest<'a> {
     extra: &'a Map<String, Value>,
 }
 
-impl ChatRequest<'_> {
-    /// The error that stopped the serialization of a history message, if one did (see
-    /// [`Messages`]): check it before the serializer's own error.
-    pub(crate) fn take_error(&self) -> Option<ModelError> {
-        self.messages.error.take()
+/// `io::Write` into a [`BytesMut`], every write one `extend_from_slice` (serde_json writes
+/// in small pieces; the buffer grows by doubling).
+struct Out<'b>(&'b mut BytesMut);
+
+impl io::Write for Out<'_> {
+    #[inline]
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    #[inline]
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.0.extend_from_slice(buf);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 
-/// `messages`: the prefix's messages as serialized once ([`PrefixWire`]), the trimmed-history
-/// note when the history opens with an assistant turn, then the history, each message
-/// written straight from the log (no intermediate vector of wire messages).
-struct Messages<'a> {
-    cfg: RequestConfig<'a>,
-    prefix: &'a [Box<RawValue>],
-    note: bool,
-    history: &'a [Message],
-    /// What a history message the profile cannot send failed with: serde's error type
-    /// only carries a string, this keeps the [`ModelError`].
-    error: Cell<Option<ModelError>>,
+fn serialize_error(e: impl fmt::Display) -> ModelError {
+    ModelError::Other(format!("cannot serialize the request body: {e}"))
 }
 
-impl fmt::Debug for Messages<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Messages")
-            .field("prefix", &self.prefix.len())
-            .field("note", &self.note)
-            .field("history", &self.history.len())
-            .finish_non_exhaustive()
+impl Body<'_> {
+    /// Whether `messages` starts with the trimmed-history note (the history opens with an
+    /// assistant turn). The head depends on it and on the prefix only.
+    pub(crate) fn note(&self) -> bool {
+        self.note
     }
-}
 
-impl Serialize for Messages<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::{Error as _, SerializeSeq as _};
-        let len = self.prefix.len() + usize::from(self.note) + self.history.len();
-        let mut seq = serializer.serialize_seq(Some(len))?;
-        for message in self.prefix {
-            seq.serialize_element(message)?;
+    /// The history's messages.
+    pub(crate) fn history_len(&self) -> usize {
+        self.history.len()
+    }
+
+    /// Appends the head: `{"model":…,"messages":[`, the prefix's messages and the note.
+    pub(crate) fn write_head(&self, out: &mut BytesMut) -> Result<(), ModelError> {
+        out.extend_from_slice(b"{\"model\":");
+        serde_json::to_writer(Out(out), self.cfg.model).map_err(serialize_error)?;
+        out.extend_from_slice(b",\"messages\":[");
+        for (i, message) in self.prefix.messages.iter().enumerate() {
+            if i > 0 {
+                out.extend_from_slice(b",");
+            }
+            out.extend_from_slice(message.get().as_bytes());
         }
         if self.note {
-            seq.serialize_element(&WireMessage::User {
-                content: UserContent::Text(crate::TRIMMED_HISTORY_NOTE),
-            })?;
-        }
-        for message in self.history {
-            match wire_message(self.cfg, message) {
-                Ok(wire) => seq.serialize_element(&wire)?,
-                Err(e) => {
-                    let text = e.to_string();
-                    self.error.set(Some(e));
-                    return Err(S::Error::custom(text));
-                }
+            if !self.prefix.messages.is_empty() {
+                out.extend_from_slice(b",");
             }
+            let note = WireMessage::User {
+                content: UserContent::Text(crate::TRIMMED_HISTORY_NOTE),
+            };
+            serde_json::to_writer(Out(out), &note).map_err(serialize_error)?;
         }
-        seq.end()
+        Ok(())
+    }
+
+    /// Appends the history's messages from index `from` on (the head and the messages
+    /// before `from` are already in `out`), pushing the end offset of each into `ends`.
+    ///
+    /// # Errors
+    /// [`ModelError::Unsupported`] for a message the profile cannot send (an image on
+    /// DeepSeek).
+    pub(crate) fn write_messages(
+        &self,
+        out: &mut BytesMut,
+        from: usize,
+        ends: &mut Vec<usize>,
+    ) -> Result<(), ModelError> {
+        // The first element of `messages` has no comma before it.
+        let bare = self.prefix.messages.is_empty() && !self.note;
+        for (i, message) in self.history.iter().enumerate().skip(from) {
+            if i > 0 || !bare {
+                out.extend_from_slice(b",");
+            }
+            let wire = wire_message(self.cfg, message)?;
+            serde_json::to_writer(Out(out), &wire).map_err(serialize_error)?;
+            ends.push(out.len());
+        }
+        Ok(())
+    }
+
+    /// Appends the tail: `]`, the fields after `messages`, `}`.
+    pub(crate) fn write_tail(&self, out: &mut BytesMut) -> Result<(), ModelError> {
+        out.extend_from_slice(b"]");
+        let at = out.len();
+        // `{"tools":…}` written after the `]`: its brace becomes the comma before its first
+        // field, or the body's closing brace when it has none.
+        serde_json::to_writer(Out(out), &self.tail).map_err(serialize_error)?;
+        if out.len() == at + 2 {
+            out.truncate(at);
+            out.extend_from_slice(b"}");
+        } else {
+            out[at] = b',';
+        }
+        Ok(())
     }
 }
 
@@ -354,14 +415,14 @@ struct JsonSchemaFormat<'a> {
 ///
 /// # Errors
 /// [`ModelError::Unsupported`] for what the profile cannot send: images and JSON-Schema
-/// response formats on DeepSeek (an image in the history is reported when the body is
-/// serialized: see [`ChatRequest::take_error`]).
+/// response formats on DeepSeek (an image in the history is reported when its message is
+/// written: see [`Body::write_messages`]).
 pub(crate) fn build<'a>(
     cfg: RequestConfig<'a>,
     prefix: &'a PrefixWire,
     request: &ModelRequest<'a>,
     stream: bool,
-) -> Result<ChatRequest<'a>, ModelError> {
+) -> Result<Body<'a>, ModelError> {
     let options = request.options;
 
     // A trimmed log can open with an assistant turn (its user message evicted); DeepSeek's
@@ -369,13 +430,7 @@ pub(crate) fn build<'a>(
     // message (except the system message) of deepseek-reasoner must be a user message"),
     // so every profile puts the same fixed user turn first, as the Anthropic and Gemini
     // adapters do. The same bytes every call: the cache keeps matching.
-    let messages = Messages {
-        cfg,
-        prefix: &prefix.messages,
-        note: matches!(request.history.first(), Some(Message::Assistant(_))),
-        history: request.history,
-        error: Cell::new(None),
-    };
+    let note = matches!(request.history.first(), Some(Message::Assistant(_)));
 
     let tools = prefix.tools.as_deref();
     let tool_choice = if tools.is_none() {
@@ -428,23 +483,27 @@ pub(crate) fn build<'a>(
         .prompt_cache_key
         .then_some(request.session_id.unwrap_or(&prefix.fingerprint_hex));
 
-    Ok(ChatRequest {
-        model: cfg.model,
-        messages,
-        tools,
-        tool_choice,
-        max_tokens,
-        max_completion_tokens,
-        temperature: options.temperature,
-        seed: options.seed,
-        stop: &options.stop,
-        response_format,
-        prompt_cache_key,
-        stream: stream.then_some(true),
-        stream_options: stream.then_some(StreamOptions {
-            include_usage: true,
-        }),
-        extra: cfg.extra,
+    Ok(Body {
+        cfg,
+        prefix,
+        note,
+        history: request.history,
+        tail: Tail {
+            tools,
+            tool_choice,
+            max_tokens,
+            max_completion_tokens,
+            temperature: options.temperature,
+            seed: options.seed,
+            stop: &options.stop,
+            response_format,
+            prompt_cache_key,
+            stream: stream.then_some(true),
+            stream_options: stream.then_some(StreamOptions {
+                include_usage: true,
+            }),
+            extra: cfg.extra,
+        },
     })
 }
 

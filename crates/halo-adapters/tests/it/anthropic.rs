@@ -88,13 +88,9 @@ fn prefix() -> StablePrefix {
 fn body(model: &AnthropicAdapter, prefix: &StablePrefix, history: &[Message]) -> Vec<u8> {
     let options = GenerationOptions::default();
     model
-        .request_body(&ModelRequest {
-            prefix,
-            history,
-            options: &options,
-            session_id: None,
-        })
+        .request_body(&ModelRequest::new(prefix, history, &options))
         .unwrap()
+        .to_vec()
 }
 
 /// The JSON paths of every `cache_control` in a body, with its value, in cache order.
@@ -450,12 +446,8 @@ fn options_and_automatic_caching() {
         schema: Some(json!({"type": "object", "properties": {"n": {"type": "integer"}}})),
     };
     let history = [Message::user("What is 40+2?")];
-    let request = ModelRequest {
-        prefix: &prefix(),
-        history: &history,
-        options: &options,
-        session_id: Some("s"),
-    };
+    let prefix = prefix();
+    let request = ModelRequest::new(&prefix, &history, &options).with_session_id("s");
     let bytes = model.request_body(&request).unwrap();
     assert_snapshot("options_automatic_cache", &bytes);
     // Automatic caching: one top-level marker, none on blocks.
@@ -472,10 +464,7 @@ fn options_and_automatic_caching() {
         .unwrap();
     let options = GenerationOptions::default().with_max_tokens(64);
     let bytes = model
-        .request_body(&ModelRequest {
-            options: &options,
-            ..request
-        })
+        .request_body(&ModelRequest::new(request.prefix, &history, &options))
         .unwrap();
     assert_eq!(markers(&bytes), []);
     let json: Value = serde_json::from_slice(&bytes).unwrap();
@@ -485,21 +474,18 @@ fn options_and_automatic_caching() {
     let mut options = GenerationOptions::default();
     options.response_format = ResponseFormat::Json { schema: None };
     let err = model
-        .request_body(&ModelRequest {
-            options: &options,
-            ..request
-        })
+        .request_body(&ModelRequest::new(request.prefix, &history, &options))
         .unwrap_err();
     assert!(
         matches!(&err, ModelError::Unsupported(m) if m.contains("JSON Schema")),
         "{err}"
     );
     let err = model
-        .request_body(&ModelRequest {
-            prefix: &StablePrefix::new("s"),
-            history: &[],
-            ..request
-        })
+        .request_body(&ModelRequest::new(
+            &StablePrefix::new("s"),
+            &[],
+            request.options,
+        ))
         .unwrap_err();
     assert!(
         matches!(&err, ModelError::Unsupported(m) if m.contains("at least one message")),
@@ -657,12 +643,7 @@ fn request<'a>(
     history: &'a [Message],
     options: &'a GenerationOptions,
 ) -> ModelRequest<'a> {
-    ModelRequest {
-        prefix,
-        history,
-        options,
-        session_id: None,
-    }
+    ModelRequest::new(prefix, history, options)
 }
 
 #[tokio::test]

@@ -124,12 +124,7 @@ pub fn request<'a>(
     history: &'a [Message],
     options: &'a GenerationOptions,
 ) -> ModelRequest<'a> {
-    ModelRequest {
-        prefix,
-        history,
-        options,
-        session_id: None,
-    }
+    ModelRequest::new(prefix, history, options)
 }
 
 fn data_dir() -> PathBuf {

@@ -106,12 +106,7 @@ async fn second_call_reads_exactly_the_shared_prefix_from_the_cache() {
         .with_max_tokens(8);
     let first = [Message::user("What is two plus two?")];
     let second = [Message::user("Name a colour of the sky.")];
-    let request = |history| ModelRequest {
-        prefix: &prefix,
-        history,
-        options: &options,
-        session_id: None,
-    };
+    let request = |history| ModelRequest::new(&prefix, history, &options);
 
     let tokens_1 = model.render(request(&first)).await.unwrap().tokens;
     let tokens_2 = model.render(request(&second)).await.unwrap().tokens;
@@ -142,12 +137,7 @@ async fn required_tool_choice_gives_a_call_that_fits_the_schema() {
         .with_max_tokens(64);
     let history = [Message::user("Show me what is in notes.txt")];
     let response = model
-        .generate(ModelRequest {
-            prefix: &prefix,
-            history: &history,
-            options: &options,
-            session_id: None,
-        })
+        .generate(ModelRequest::new(&prefix, &history, &options))
         .await
         .unwrap();
     assert_eq!(response.finish_reason, FinishReason::ToolCalls);
@@ -218,12 +208,7 @@ async fn a_prompt_longer_than_the_context_is_an_error() {
     let options = GenerationOptions::default();
     let history = [Message::user("What does notes.txt say?")];
     let err = small
-        .generate(ModelRequest {
-            prefix: &prefix,
-            history: &history,
-            options: &options,
-            session_id: None,
-        })
+        .generate(ModelRequest::new(&prefix, &history, &options))
         .await
         .unwrap_err();
     assert!(
@@ -259,14 +244,7 @@ async fn gemmas_template_puts_the_system_text_in_the_first_user_turn_and_only_ap
         }),
         Message::Tool(ToolResult::ok(&call, "Buy milk.")),
     ]);
-    let render = |history| {
-        model.render(ModelRequest {
-            prefix: &prefix,
-            history,
-            options: &options,
-            session_id: None,
-        })
-    };
+    let render = |history| model.render(ModelRequest::new(&prefix, history, &options));
     let first = render(&asked).await.unwrap();
     let second = render(&answered).await.unwrap();
     assert!(
@@ -351,12 +329,7 @@ async fn stream_call(
     options: &GenerationOptions,
 ) -> (Vec<String>, Vec<halo_core::ModelStreamEvent>, ModelResponse) {
     use futures::StreamExt;
-    let request = ModelRequest {
-        prefix,
-        history,
-        options,
-        session_id: None,
-    };
+    let request = ModelRequest::new(prefix, history, options);
     let events: Vec<_> = model.stream(request).collect().await;
     let mut deltas = Vec::new();
     let mut others = Vec::new();
@@ -395,12 +368,7 @@ async fn streamed_text_arrives_token_by_token_and_adds_up_to_the_answer() {
     );
     // The same request through `generate` gives the same answer (greedy sampling).
     let again = model
-        .generate(ModelRequest {
-            prefix: &prefix,
-            history: &history,
-            options: &options,
-            session_id: None,
-        })
+        .generate(ModelRequest::new(&prefix, &history, &options))
         .await
         .unwrap();
     assert_eq!(again.message.text, finish.message.text);

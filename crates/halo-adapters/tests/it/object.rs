@@ -569,17 +569,12 @@ fn tool_choice_with_active_tools_per_provider() {
     let mut check = |choice: ToolChoice, active: Option<&[&str]>, want: [Value; 4]| {
         let mut options = GenerationOptions::default().with_tool_choice(choice);
         options.active_tools = active.map(|a| a.iter().map(|s| s.to_string()).collect());
-        let request = ModelRequest {
-            prefix: &prefix,
-            history: &history,
-            options: &options,
-            session_id: None,
-        };
-        let body = |bytes: Vec<u8>| serde_json::from_slice::<Value>(&bytes).unwrap();
-        let o = body(openai.request_body(&request).unwrap());
-        let d = body(deepseek.request_body(&request).unwrap());
-        let a = body(anthropic.request_body(&request).unwrap());
-        let g = body(gemini.request_body(&request, None).unwrap());
+        let request = ModelRequest::new(&prefix, &history, &options);
+        let body = |bytes: &[u8]| serde_json::from_slice::<Value>(bytes).unwrap();
+        let o = body(&openai.request_body(&request).unwrap());
+        let d = body(&deepseek.request_body(&request).unwrap());
+        let a = body(&anthropic.request_body(&request).unwrap());
+        let g = body(&gemini.request_body(&request, None).unwrap());
         tools.push((
             o["tools"].to_string(),
             a["tools"].to_string(),
@@ -675,12 +670,8 @@ fn openai_sends_a_map_schema_without_strict() {
         schema: Some(schema.clone()),
     };
     let history = [Message::user("hi")];
-    let request = ModelRequest {
-        prefix: &StablePrefix::new("s"),
-        history: &history,
-        options: &options,
-        session_id: None,
-    };
+    let prefix = StablePrefix::new("s");
+    let request = ModelRequest::new(&prefix, &history, &options);
     let body: Value = serde_json::from_slice(&model.request_body(&request).unwrap()).unwrap();
     assert_eq!(
         body["response_format"],

@@ -6,6 +6,7 @@
 //! key redaction.
 
 mod fake;
+mod history;
 mod stream;
 mod stream_fake;
 
@@ -433,12 +434,7 @@ async fn call(
 ) -> Result<ModelResponse, ModelError> {
     let history = [Message::user("hi")];
     model
-        .generate(ModelRequest {
-            prefix,
-            history: &history,
-            options,
-            session_id: None,
-        })
+        .generate(ModelRequest::new(prefix, &history, options))
         .await
 }
 
@@ -746,15 +742,10 @@ async fn request_body_bytes_are_exact() {
     options.stop = vec!["END".into()];
     options.response_format = ResponseFormat::Json { schema: None };
     let body = model
-        .request_body(&ModelRequest {
-            prefix: &prefix,
-            history: &history,
-            options: &options,
-            session_id: Some("s"),
-        })
+        .request_body(&ModelRequest::new(&prefix, &history, &options).with_session_id("s"))
         .unwrap();
     assert_eq!(
-        String::from_utf8(body).unwrap(),
+        String::from_utf8(body.to_vec()).unwrap(),
         concat!(
             r#"{"model":"m","messages":[{"role":"system","content":"sys"},{"role":"user","content":"u"},"#,
             r#"{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"t","arguments":"{}"}}]},"#,
@@ -778,12 +769,7 @@ async fn tool_choice_modes_and_json_schema_are_sent() {
     let history = [Message::user("u")];
     let body_for = |options: GenerationOptions| -> Value {
         let bytes = model
-            .request_body(&ModelRequest {
-                prefix: &prefix,
-                history: &history,
-                options: &options,
-                session_id: None,
-            })
+            .request_body(&ModelRequest::new(&prefix, &history, &options))
             .unwrap();
         serde_json::from_slice(&bytes).unwrap()
     };
@@ -827,12 +813,7 @@ async fn images_go_as_image_url_parts_and_deepseek_refuses_them() {
         ],
     }];
     let options = GenerationOptions::default();
-    let request = ModelRequest {
-        prefix: &prefix,
-        history: &history,
-        options: &options,
-        session_id: None,
-    };
+    let request = ModelRequest::new(&prefix, &history, &options);
 
     let openai = OpenAiCompatible::openai("gpt-4o")
         .api_key(KEY)
@@ -861,12 +842,7 @@ async fn images_go_as_image_url_parts_and_deepseek_refuses_them() {
         schema: Some(json!({"type": "object"})),
     };
     let err = deepseek
-        .request_body(&ModelRequest {
-            prefix: &prefix,
-            history: &history[..0],
-            options: &options,
-            session_id: None,
-        })
+        .request_body(&ModelRequest::new(&prefix, &history[..0], &options))
         .unwrap_err();
     assert!(
         matches!(&err, ModelError::Unsupported(m) if m.contains("json_object")),

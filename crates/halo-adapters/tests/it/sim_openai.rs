@@ -286,12 +286,7 @@ async fn orphan_tool_calls_and_results_get_openai_shaped_400s() {
     ];
     let options = GenerationOptions::default();
     let err = model
-        .generate(ModelRequest {
-            prefix: &prefix,
-            history: &history,
-            options: &options,
-            session_id: None,
-        })
+        .generate(ModelRequest::new(&prefix, &history, &options))
         .await
         .unwrap_err();
     match err {
@@ -554,12 +549,7 @@ async fn adapter_stream_over_the_sim_assembles_tool_calls() {
     let history = vec![Message::user("read both")];
     let options = GenerationOptions::default();
     let events: Vec<_> = model
-        .stream(ModelRequest {
-            prefix: &prefix,
-            history: &history,
-            options: &options,
-            session_id: None,
-        })
+        .stream(ModelRequest::new(&prefix, &history, &options))
         .collect()
         .await;
     let Some(Ok(ModelStreamEvent::Finish(response))) = events.last() else {
@@ -728,12 +718,7 @@ async fn a_prompt_over_the_context_window_gets_each_providers_context_error() {
         let prefix = StablePrefix::new("You are terse.");
         let history = [Message::user("Say hi to everyone in the room, please.")];
         let options = GenerationOptions::default();
-        let request = ModelRequest {
-            prefix: &prefix,
-            history: &history,
-            options: &options,
-            session_id: None,
-        };
+        let request = ModelRequest::new(&prefix, &history, &options);
         let err = model.generate(request).await.unwrap_err();
         let ModelError::InvalidRequest {
             status: 400,

@@ -740,3 +740,104 @@ async fn a_failed_journal_write_keeps_its_events_for_the_next_one() {
     let texts: Vec<String> = agent.log().messages().map(Message::text).collect();
     assert_eq!(texts, ["first", "second", "one"]);
 }
+
+/// The length and the key of a request's history.
+type Seen = (usize, Option<halo_core::HistoryKey>);
+
+/// The scripted model, recording the length and the key of every request's history.
+#[derive(Clone, Default)]
+struct Keys {
+    inner: ScriptedModel,
+    seen: Arc<std::sync::Mutex<Vec<Seen>>>,
+}
+
+impl Keys {
+    fn take(&self) -> Vec<Seen> {
+        std::mem::take(&mut *self.seen.lock().unwrap())
+    }
+}
+
+#[async_trait]
+impl halo_core::ModelAdapter for Keys {
+    fn provider(&self) -> &str {
+        "keys"
+    }
+    fn model_name(&self) -> &str {
+        "keys"
+    }
+    async fn generate(
+        &self,
+        request: halo_core::ModelRequest<'_>,
+    ) -> Result<halo_core::ModelResponse, halo_core::ModelError> {
+        let key = request.history_key();
+        self.seen.lock().unwrap().push((request.history.len(), key));
+        self.inner.generate(request).await
+    }
+}
+
+#[tokio::test]
+async fn each_request_s_history_key_shares_the_last_history_until_the_log_is_edited() {
+    let model = Keys {
+        inner: ScriptedModel::new()
+            .tool_call("count", json!({}))
+            .tool_call("count", json!({}))
+            .text("two")
+            .text("again")
+            .text("forked")
+            .text("repaired")
+            .text("cleared"),
+        ..Keys::default()
+    };
+    let build = |state: Option<RunState>| {
+        let mut b = HaloAgent::builder(model.clone())
+            .system("You count.")
+            .tool(Probe::new("count", ToolAnnotations::default()))
+            .unwrap();
+        if let Some(state) = state {
+            b = b.run_state(state);
+        }
+        b.build()
+    };
+    let mut agent = build(None);
+    agent.generate_text("count twice").await.unwrap();
+    agent.generate_text("again").await.unwrap();
+    let seen = model.take();
+    let lens: Vec<usize> = seen.iter().map(|s| s.0).collect();
+    assert_eq!(lens, [1, 3, 5, 7]);
+    let keys: Vec<_> = seen
+        .iter()
+        .map(|s| s.1.expect("a borrowed log has a key"))
+        .collect();
+    for pair in keys.windows(2) {
+        assert_eq!(
+            pair[1].shared_prefix(&pair[0]),
+            pair[0].len(),
+            "a grown log shares all of the last history"
+        );
+    }
+    let last = keys[3];
+
+    // A run state cloned into another agent shares the history up to the clone.
+    let mut fork = build(Some(agent.run_state().clone()));
+    fork.generate_text("forked").await.unwrap();
+    let forked = model.take()[0].1.unwrap();
+    assert_eq!(forked.len(), 9);
+    assert_eq!(forked.shared_prefix(&last), 7);
+
+    // A history the engine repairs (an orphan result put in by hand) is a copy: no key.
+    agent.log_mut().push(Message::Tool(halo_core::ToolResult {
+        tool_call_id: "nobody".into(),
+        tool_name: "count".into(),
+        content: "orphan".into(),
+        is_error: false,
+    }));
+    agent.generate_text("repaired").await.unwrap();
+    assert_eq!(model.take()[0].1, None);
+
+    // A cleared log shares nothing with what came before.
+    agent.clear_log();
+    agent.generate_text("cleared").await.unwrap();
+    let cleared = model.take()[0].1.unwrap();
+    assert_eq!(cleared.shared_prefix(&last), 0);
+    assert_eq!(cleared.shared_prefix(&forked), 0);
+}

@@ -1,16 +1,54 @@
 //! Property: whatever a caller does — send, submit results (right, wrong, twice), resume,
 //! cancel a stream mid-run, clear the log, steer, or edit the log by hand — no request ever
 //! carries an orphan tool result, a dangling tool call or an assistant turn made only of
-//! reasoning, and the prefix bytes never change.
+//! reasoning, and the prefix bytes never change; and the messages two requests' history
+//! keys say they share are the same messages.
 
 use futures::StreamExt as _;
 use halo_core::request::is_valid;
 use halo_core::testing::ScriptedModel;
 use halo_core::{
-    AssistantMessage, HaloAgent, Message, ModelError, NoArgs, Reasoning, Tool, ToolAnnotations,
-    ToolCall, ToolError, ToolOutput, ToolResult,
+    AssistantMessage, HaloAgent, HistoryKey, Message, ModelAdapter, ModelError, ModelEventStream,
+    ModelRequest, ModelResponse, NoArgs, Reasoning, Tool, ToolAnnotations, ToolCall, ToolError,
+    ToolOutput, ToolResult, async_trait,
 };
 use proptest::prelude::*;
+use std::sync::{Arc, Mutex};
+
+/// A request's history and its key.
+type Seen = (Vec<Message>, Option<HistoryKey>);
+
+/// The scripted model, recording every request's history with its key.
+#[derive(Clone)]
+struct Keyed {
+    inner: ScriptedModel,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Keyed {
+    fn record(&self, request: &ModelRequest<'_>) {
+        let entry = (request.history.to_vec(), request.history_key());
+        self.seen.lock().unwrap().push(entry);
+    }
+}
+
+#[async_trait]
+impl ModelAdapter for Keyed {
+    fn provider(&self) -> &str {
+        "keyed"
+    }
+    fn model_name(&self) -> &str {
+        "keyed"
+    }
+    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        self.record(&request);
+        self.inner.generate(request).await
+    }
+    fn stream<'a>(&'a self, request: ModelRequest<'a>) -> ModelEventStream<'a> {
+        self.record(&request);
+        self.inner.stream(request)
+    }
+}
 
 struct Look;
 impl Tool for Look {
@@ -118,7 +156,8 @@ proptest! {
         ops in prop::collection::vec(op(), 1..24),
     ) {
         let model = script(&replies);
-        let mut agent = HaloAgent::builder(model.clone())
+        let keyed = Keyed { inner: model.clone(), seen: Arc::default() };
+        let mut agent = HaloAgent::builder(keyed.clone())
             .system("You look and act.")
             .tool(Look).unwrap()
             .tool(Act).unwrap()
@@ -171,6 +210,15 @@ proptest! {
                 "request {i} starts with a tool result"
             );
             prop_assert_eq!(&request.prefix_bytes, &prefix, "request {} changed the prefix", i);
+        }
+        // What an adapter may reuse of an earlier request is what that request carried.
+        let seen = keyed.seen.lock().unwrap();
+        for (j, (later, later_key)) in seen.iter().enumerate() {
+            for (i, (earlier, earlier_key)) in seen[..j].iter().enumerate() {
+                let (Some(a), Some(b)) = (later_key, earlier_key) else { continue };
+                let n = a.shared_prefix(b);
+                prop_assert_eq!(&later[..n], &earlier[..n], "requests {} and {} share {} messages by their keys", i, j, n);
+            }
         }
     }
 }

@@ -162,7 +162,7 @@ fn function_calls_and_responses_round_trip_without_internal_ids() {
         .request_body(&request(&prefix, &history, &options), None)
         .unwrap();
     assert_snapshot("function_round_trip", &body);
-    let text = String::from_utf8(body).unwrap();
+    let text = String::from_utf8(body.to_vec()).unwrap();
     assert!(
         !text.contains("gemini-call-0"),
         "internal ids never go on the wire"
@@ -410,7 +410,11 @@ async fn a_history_opening_with_a_function_call_gets_the_trimmed_note_and_is_acc
     let body = model
         .request_body(&request(&bare, &history, &options), None)
         .unwrap();
-    assert!(!String::from_utf8(body).unwrap().contains("were trimmed"));
+    assert!(
+        !String::from_utf8(body.to_vec())
+            .unwrap()
+            .contains("were trimmed")
+    );
 }
 
 #[tokio::test]

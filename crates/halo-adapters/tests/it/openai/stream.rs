@@ -75,12 +75,7 @@ async fn stream_call(model: &OpenAiCompatible) -> Streamed {
     let prefix = prefix();
     let options = GenerationOptions::default();
     let items: Vec<_> = model
-        .stream(ModelRequest {
-            prefix: &prefix,
-            history: &history,
-            options: &options,
-            session_id: None,
-        })
+        .stream(ModelRequest::new(&prefix, &history, &options))
         .collect()
         .await;
     let mut deltas = Vec::new();
@@ -975,12 +970,11 @@ async fn http_errors_before_the_stream_map_like_generate_and_are_retried() {
     let history = [Message::user("hi")];
     let prefix = prefix();
     let generated = model
-        .generate(ModelRequest {
-            prefix: &prefix,
-            history: &history,
-            options: &GenerationOptions::default(),
-            session_id: None,
-        })
+        .generate(ModelRequest::new(
+            &prefix,
+            &history,
+            &GenerationOptions::default(),
+        ))
         .await
         .unwrap_err();
     assert_eq!(streamed.error(), &generated, "the same mapping as generate");
@@ -1066,12 +1060,7 @@ async fn the_streamed_turn_equals_the_generated_turn() {
     let options = GenerationOptions::default();
     for (completion, _) in &pairs {
         let generated = model
-            .generate(ModelRequest {
-                prefix: &prefix,
-                history: &history,
-                options: &options,
-                session_id: None,
-            })
+            .generate(ModelRequest::new(&prefix, &history, &options))
             .await
             .unwrap();
         let streamed = stream_call(&model).await;
@@ -1104,12 +1093,7 @@ async fn the_stream_request_asks_for_usage_and_keeps_the_plain_body_bytes() {
     let prefix = prefix();
     let options = GenerationOptions::default();
     let plain = model
-        .request_body(&ModelRequest {
-            prefix: &prefix,
-            history: &history,
-            options: &options,
-            session_id: None,
-        })
+        .request_body(&ModelRequest::new(&prefix, &history, &options))
         .unwrap();
     let sent = &fake.requests()[0].body;
     let json: Value = serde_json::from_slice(sent).unwrap();
