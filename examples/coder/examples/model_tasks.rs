@@ -159,6 +159,7 @@ async fn run_task(path: &Path, sample: &Path, task: &Task) -> anyhow::Result<Out
     let (hooks, _) = approval::session_hooks(Permissions {
         read_only: true,
         yes: false,
+        json: false,
     });
     for hook in hooks {
         builder = builder.hook_shared(hook);
