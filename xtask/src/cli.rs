@@ -23,7 +23,7 @@ pub struct Cli {
 pub enum Cmd {
     /// Run every check CI runs: tidy, fmt, clippy, doctests, interop, tests, docs.
     ///
-    /// Installs what a fresh Debian machine lacks (cmake, a C++ compiler, libclang, pip,
+    /// Installs what a fresh Debian machine lacks (cmake, make, a C++ compiler, libclang, pip,
     /// node, Chromium: with apt-get, as root) and fetches the model file first.
     Ci {
         /// Run only the tidy check (file headers, leftovers, the crate layering).
