@@ -1,6 +1,8 @@
 //! `cargo xtask`: Halo's developer tasks (`cargo xtask --help` lists them).
 //!
 //! - `cargo xtask ci`: every check CI runs (tidy, fmt, clippy, doctests, interop, tests, docs).
+//! - `cargo xtask fresh [--all] [--keep]`: the README's first command (with `--all` also `ci`)
+//!   in a clean Debian chroot made with debootstrap, as on a new machine.
 //! - `cargo xtask model`: fetch the default GGUF model into the cache folder; prints its path.
 //! - `cargo xtask demo ["TASK"] [--dir DIR] [--max-steps N] [--read-only] [--yes]`: set up
 //!   what is missing, then run the coding agent.
@@ -17,6 +19,7 @@ mod bench_tools;
 mod ci;
 mod cli;
 mod demo;
+mod fresh;
 mod interop;
 mod model;
 mod prereqs;
