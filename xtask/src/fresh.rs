@@ -921,7 +921,7 @@ mod imp {
                 return Ok(());
             }
             eprintln!(
-                "xtask fresh: trusting the machine's own CA certificates ({}) as it does",
+                "xtask fresh: trusting the machine's own CA certificates ({}), as the host does",
                 copied.join(", ")
             );
             crate::run_cmd(
