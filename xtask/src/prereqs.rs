@@ -1,5 +1,5 @@
 //! Checks (and on Debian/Ubuntu as root, installs) what building the embedded model needs:
-//! cmake, a C++ compiler and libclang for llama.cpp, and pip for fetching the model.
+//! cmake, make, a C++ compiler and libclang for llama.cpp, and pip for fetching the model.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -129,6 +129,13 @@ const NEEDS: &[Need] = &[
         what: "cmake",
         present: || on_path("cmake"),
         debian: &["cmake"],
+    },
+    // cmake only recommends make, and `--no-install-recommends` leaves it out: llama.cpp's
+    // build then stops with "unable to find a build program corresponding to Unix Makefiles".
+    Need {
+        what: "make (the build tool cmake generates for)",
+        present: || on_path("make"),
+        debian: &["make"],
     },
     Need {
         what: "a C++ compiler (c++)",
