@@ -62,8 +62,8 @@ pub fn run() -> anyhow::Result<()> {
         run_cmd(Command::new("cargo").args(["fmt", "--all", "--", "--check"]))
     })?;
     step(
-        "prerequisites of the embedded model",
-        crate::prereqs::ensure,
+        "prerequisites of the embedded model and the OS sandbox of bash",
+        || crate::prereqs::ensure().and_then(|()| crate::prereqs::ensure_sandbox()),
     )?;
     step("clippy", || {
         run_cmd(Command::new("cargo").args([

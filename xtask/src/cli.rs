@@ -112,6 +112,13 @@ pub struct DemoArgs {
     /// Run commands without asking.
     #[arg(long, short)]
     pub yes: bool,
+    /// How commands are confined: read-only, workspace-write (the default) or full-access
+    /// (no OS sandbox).
+    #[arg(long, value_name = "MODE", value_parser = ["read-only", "workspace-write", "full-access"])]
+    pub sandbox: Option<String>,
+    /// Let commands use the network.
+    #[arg(long)]
+    pub network: bool,
     /// Journal the conversation into FILE; a FILE holding one is restored first.
     #[arg(long, value_name = "FILE")]
     pub session: Option<PathBuf>,
@@ -232,6 +239,9 @@ mod tests {
         let Cmd::Demo(args) = parse(&[
             "demo",
             "--yes",
+            "--sandbox",
+            "read-only",
+            "--network",
             "Fix the bug",
             "--max-steps",
             "7",
@@ -255,6 +265,8 @@ mod tests {
                 max_steps: Some(7),
                 read_only: true,
                 yes: true,
+                sandbox: Some("read-only".into()),
+                network: true,
                 session: Some(PathBuf::from("s.jsonl")),
                 resume: false,
                 json: true,

@@ -1,5 +1,5 @@
 //! `cargo xtask demo ["TASK"] [--dir DIR] [--max-steps N] [--read-only] [--yes]
-//! [--session FILE] [--resume] [--json]`: sets up what is missing, then runs `examples/coder`
+//! [--sandbox MODE] [--network] [--session FILE] [--resume] [--json]`: sets up what is missing, then runs `examples/coder`
 //! (the flags are the coder's and are passed on to it).
 //!
 //! With `ANTHROPIC_API_KEY`, `GEMINI_API_KEY`, `DEEPSEEK_API_KEY` or `OPENAI_API_KEY` set
@@ -50,6 +50,8 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         max_steps,
         read_only,
         yes,
+        sandbox,
+        network,
         session,
         resume,
         json,
@@ -94,6 +96,8 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     // Not `--quiet`: the first run builds llama.cpp for minutes, and its progress shows that.
     cmd.args(["run", "-p", "coder"]);
     if remote {
+        // A hosted model gets `bash`, which runs in bubblewrap (the embedded one is read-only).
+        crate::prereqs::ensure_sandbox()?;
         cmd.arg("--no-default-features");
         if !built(false) {
             eprintln!(
@@ -128,6 +132,12 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     }
     if yes {
         cmd.arg("--yes");
+    }
+    if let Some(mode) = &sandbox {
+        cmd.arg("--sandbox").arg(mode);
+    }
+    if network {
+        cmd.arg("--network");
     }
     if let Some(session) = &session {
         cmd.arg("--session").arg(std::path::absolute(session)?);

@@ -1,5 +1,6 @@
 //! Checks (and on Debian/Ubuntu as root, installs) what building the embedded model needs:
-//! cmake, make, a C++ compiler and libclang for llama.cpp, and pip for fetching the model.
+//! cmake, make, a C++ compiler and libclang for llama.cpp, and pip for fetching the model;
+//! bubblewrap for the OS sandbox of `bash`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -154,10 +155,38 @@ const NEEDS: &[Need] = &[
     },
 ];
 
+/// What the OS sandbox of `bash` needs (halo-sandbox's `ContainerSandbox` runs every
+/// command under bubblewrap, and refuses to run commands without it).
+const SANDBOX_NEEDS: &[Need] = &[Need {
+    what: "bubblewrap (bwrap, the OS sandbox of bash)",
+    present: || on_path("bwrap"),
+    debian: &["bubblewrap"],
+}];
+
 /// Makes sure the build prerequisites of the `local` feature are present. On a Debian-like
 /// system as root, installs missing ones with apt-get; elsewhere fails with what to install.
 pub fn ensure() -> anyhow::Result<()> {
-    let missing: Vec<&Need> = NEEDS.iter().filter(|n| !(n.present)()).collect();
+    ensure_needs(
+        NEEDS,
+        "On macOS: brew install cmake llvm python (and Xcode command line tools)\n\
+         Or skip the embedded model and set DEEPSEEK_API_KEY or OPENAI_API_KEY.",
+    )
+}
+
+/// Makes sure bubblewrap, the OS sandbox of `bash`, is present: installed with apt-get on a
+/// Debian-like system as root; elsewhere fails with what to install.
+pub fn ensure_sandbox() -> anyhow::Result<()> {
+    ensure_needs(
+        SANDBOX_NEEDS,
+        "Elsewhere install bubblewrap with your package manager; without it commands run \
+         only with --sandbox full-access (no OS sandbox).",
+    )
+}
+
+/// Installs what of `needs` is missing (apt-get, as root on Debian/Ubuntu), or fails saying
+/// what to install, with `elsewhere` for other systems.
+fn ensure_needs(needs: &[Need], elsewhere: &str) -> anyhow::Result<()> {
+    let missing: Vec<&Need> = needs.iter().filter(|n| !(n.present)()).collect();
     if missing.is_empty() {
         return Ok(());
     }
@@ -190,7 +219,7 @@ pub fn ensure() -> anyhow::Result<()> {
         if !status.success() {
             bail!("`apt-get install {}` failed", pkgs.join(" "));
         }
-        let still: Vec<&str> = NEEDS
+        let still: Vec<&str> = needs
             .iter()
             .filter(|n| !(n.present)())
             .map(|n| n.what)
@@ -201,9 +230,7 @@ pub fn ensure() -> anyhow::Result<()> {
         return Ok(());
     }
     bail!(
-        "missing prerequisites: {}.\nOn Debian/Ubuntu: sudo apt-get install {}\n\
-         On macOS: brew install cmake llvm python (and Xcode command line tools)\n\
-         Or skip the embedded model and set DEEPSEEK_API_KEY or OPENAI_API_KEY.",
+        "missing prerequisites: {}.\nOn Debian/Ubuntu: sudo apt-get install {}\n{elsewhere}",
         names.join(", "),
         pkgs.join(" ")
     )

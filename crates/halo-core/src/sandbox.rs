@@ -210,18 +210,128 @@ pub struct DirEntry {
 }
 
 /// What a sandbox can do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Capabilities {
     /// Whether [`Sandbox::exec`] runs commands.
     pub exec: bool,
+    /// How those commands are isolated from the machine.
+    pub isolation: Isolation,
 }
 
 impl Capabilities {
-    /// A sandbox of files only: `exec: false`.
-    pub const FILES_ONLY: Capabilities = Capabilities { exec: false };
-    /// A sandbox of files and commands: `exec: true`.
-    pub const FILES_AND_EXEC: Capabilities = Capabilities { exec: true };
+    /// A sandbox of files only: `exec: false`, [`Isolation::NoCommands`].
+    pub const FILES_ONLY: Capabilities = Capabilities {
+        exec: false,
+        isolation: Isolation::NoCommands,
+    };
+
+    /// A sandbox of files and commands isolated as `isolation`.
+    pub fn files_and_exec(isolation: Isolation) -> Capabilities {
+        Capabilities {
+            exec: true,
+            isolation,
+        }
+    }
+}
+
+/// How a sandbox's commands are isolated from the machine, as [`Capabilities::isolation`]
+/// reports it. Its `Display` is one line for a startup banner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Isolation {
+    /// The sandbox runs no commands.
+    NoCommands,
+    /// Commands run in an OS sandbox.
+    Os(OsIsolation),
+    /// Commands run as ordinary processes of this user, able to reach anything the user
+    /// can: chosen explicitly (a "full access" mode).
+    Unconfined,
+    /// An OS sandbox was asked for but cannot be had on this machine, so
+    /// [`Sandbox::exec`] refuses with [`SandboxError::NoOsSandbox`] carrying `reason`.
+    Unavailable {
+        /// Why, and what to install (the same text as the error).
+        reason: String,
+    },
+}
+
+/// What an OS sandbox confines ([`Isolation::Os`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OsIsolation {
+    /// What enforces it, such as `"bubblewrap"`.
+    pub mechanism: &'static str,
+    /// What the command may write.
+    pub filesystem: FilesystemAccess,
+    /// Whether the command may use the network (its own network namespace otherwise, with
+    /// only a loopback interface of its own).
+    pub network: bool,
+    /// Whether the command sees only its own processes (a private PID namespace), and all of
+    /// them die when it ends or times out.
+    pub private_processes: bool,
+}
+
+impl OsIsolation {
+    /// An OS sandbox of `mechanism` with these limits.
+    pub const fn new(
+        mechanism: &'static str,
+        filesystem: FilesystemAccess,
+        network: bool,
+        private_processes: bool,
+    ) -> OsIsolation {
+        OsIsolation {
+            mechanism,
+            filesystem,
+            network,
+            private_processes,
+        }
+    }
+}
+
+/// What a command in an OS sandbox may write ([`OsIsolation::filesystem`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FilesystemAccess {
+    /// Nothing: the whole filesystem is read-only, the root included.
+    ReadOnly,
+    /// The root, except its protected paths; everything else is read-only and `/tmp` is
+    /// private to the command.
+    WorkspaceWrite,
+}
+
+impl fmt::Display for Isolation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Isolation::NoCommands => f.write_str("no commands"),
+            Isolation::Os(os) => {
+                let writes = match os.filesystem {
+                    FilesystemAccess::ReadOnly => "filesystem read-only",
+                    FilesystemAccess::WorkspaceWrite => {
+                        "writes only in the root (protected paths read-only, private /tmp)"
+                    }
+                };
+                let network = if os.network {
+                    "network on"
+                } else {
+                    "network off"
+                };
+                let processes = if os.private_processes {
+                    ", own processes only"
+                } else {
+                    ""
+                };
+                write!(
+                    f,
+                    "OS sandbox ({}): {writes}, {network}{processes}",
+                    os.mechanism
+                )
+            }
+            Isolation::Unconfined => {
+                f.write_str("no OS sandbox: commands run unconfined, as this user (full access)")
+            }
+            Isolation::Unavailable { reason } => write!(f, "commands refused: {reason}"),
+        }
+    }
 }
 
 /// A [`Sandbox::glob`] query.
@@ -415,6 +525,14 @@ pub enum SandboxError {
         operation: &'static str,
         /// The sandbox kind.
         sandbox: &'static str,
+    },
+    /// Commands must run in an OS sandbox and none can be had here (not Linux, the sandbox
+    /// program missing, namespaces disabled). `reason` says what to install or enable; the
+    /// caller may instead choose explicitly to run commands unconfined.
+    #[error("no OS sandbox for commands: {reason}")]
+    NoOsSandbox {
+        /// Why, and what to do about it.
+        reason: String,
     },
     /// A command could not be started.
     #[error("cannot start the command: {error}")]

@@ -29,7 +29,10 @@ use halo_core::sandbox::{
 use crate::tools::{self, ToolOptions};
 
 mod exec;
+pub(crate) mod os;
 mod search;
+
+pub use os::SandboxMode;
 
 /// The environment variables commands inherit by default: `PATH`, `HOME`, `USER`,
 /// `LOGNAME`, `SHELL`, `LANG`, `LC_ALL`, `LC_CTYPE`, `TERM`, `TZ` and `TMPDIR`. Every other
@@ -52,10 +55,14 @@ pub const DEFAULT_ENV_ALLOWLIST: &[&str] = &[
 /// ([`with_protected_paths`](Self::with_protected_paths)) stay read-only, also through
 /// links inside the root that lead into them.
 ///
-/// **exec is not isolated from the machine**: the command runs with the root as its working
-/// folder, a scrubbed environment, stdin closed, a timeout and its own process group, but it
-/// can name any path the process's user can. Run it on machines and folders you would let
-/// the model's author use. See [`docs/sandbox.md`].
+/// **exec** runs each command in an OS sandbox (bubblewrap, on Linux) chosen by
+/// [`with_mode`](Self::with_mode): by default ([`SandboxMode::WorkspaceWrite`]) it may write
+/// only in the root, not in its protected paths, has a private `/tmp`, no network
+/// ([`with_network`](Self::with_network) opts in) and sees only its own processes, which all
+/// die when it ends or times out. Its environment is scrubbed and stdin closed. Where no OS
+/// sandbox can be had, exec refuses with [`SandboxError::NoOsSandbox`] unless
+/// [`SandboxMode::FullAccess`] was chosen. What the OS sandbox does not confine (reads of
+/// the machine's files, for one) is in [`docs/sandbox.md`].
 ///
 /// [`docs/sandbox.md`]: https://github.com/halo-rs/halo/blob/main/docs/sandbox.md
 ///
@@ -94,6 +101,10 @@ pub(crate) struct Inner {
     pub(crate) dir: Arc<Dir>,
     protected: Vec<SandboxPath>,
     env_allowlist: Vec<String>,
+    /// How commands are confined.
+    mode: SandboxMode,
+    /// Whether commands in the OS sandbox may use the network.
+    network: bool,
 }
 
 impl fmt::Debug for ContainerSandbox {
@@ -102,6 +113,8 @@ impl fmt::Debug for ContainerSandbox {
             .field("root", &self.inner.root)
             .field("protected", &self.inner.protected)
             .field("env_allowlist", &self.inner.env_allowlist)
+            .field("mode", &self.inner.mode)
+            .field("network", &self.inner.network)
             .field("tool_options", &self.tool_options)
             .finish()
     }
@@ -139,6 +152,8 @@ impl ContainerSandbox {
                     .iter()
                     .map(|s| (*s).to_string())
                     .collect(),
+                mode: SandboxMode::default(),
+                network: false,
             }),
             tool_options: ToolOptions::default(),
         })
@@ -177,6 +192,35 @@ impl ContainerSandbox {
     {
         Arc::make_mut(&mut self.inner).env_allowlist = names.into_iter().map(Into::into).collect();
         self
+    }
+
+    /// Sets how commands are confined (default [`SandboxMode::WorkspaceWrite`]): in an OS
+    /// sandbox that lets them write nothing (`ReadOnly`) or only the root but its protected
+    /// paths (`WorkspaceWrite`), or unconfined (`FullAccess`, to be chosen explicitly). The
+    /// file operations are confined to the root in every mode; `ReadOnly` does not make
+    /// them read-only (the [`PermissionPolicy`](crate::PermissionPolicy) hook does that).
+    ///
+    /// Where no OS sandbox can be had (not Linux, bubblewrap missing, namespaces disabled),
+    /// [`exec`](Sandbox::exec) in `ReadOnly` and `WorkspaceWrite` fails with
+    /// [`SandboxError::NoOsSandbox`] saying what to install, and
+    /// [`capabilities`](Sandbox::capabilities) reports
+    /// [`Isolation::Unavailable`](halo_core::sandbox::Isolation::Unavailable).
+    pub fn with_mode(mut self, mode: SandboxMode) -> Self {
+        Arc::make_mut(&mut self.inner).mode = mode;
+        self
+    }
+
+    /// Lets commands in the OS sandbox use the network (default `false`: each command has a
+    /// network namespace of its own, with only its own loopback). Unconfined commands
+    /// (`FullAccess`) always have the machine's network.
+    pub fn with_network(mut self, allowed: bool) -> Self {
+        Arc::make_mut(&mut self.inner).network = allowed;
+        self
+    }
+
+    /// How commands are confined.
+    pub fn mode(&self) -> SandboxMode {
+        self.inner.mode
     }
 
     /// Sets the options of the tools [`tools`](Self::tools) builds.
@@ -263,7 +307,7 @@ impl ContainerSandbox {
 #[async_trait]
 impl Sandbox for ContainerSandbox {
     fn capabilities(&self) -> Capabilities {
-        Capabilities::FILES_AND_EXEC
+        Capabilities::files_and_exec(self.inner.mode.isolation(self.inner.network))
     }
 
     fn kind(&self) -> &'static str {
@@ -308,7 +352,24 @@ impl Sandbox for ContainerSandbox {
     }
 
     async fn exec(&self, request: ExecRequest) -> Result<ExecOutput, SandboxError> {
-        exec::exec(&self.inner.root, &self.inner.env_allowlist, request).await
+        let protected: Vec<String> = self
+            .inner
+            .protected
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        let confinement = exec::Confinement {
+            mode: self.inner.mode,
+            network: self.inner.network,
+            protected: &protected,
+        };
+        exec::exec(
+            &self.inner.root,
+            &self.inner.env_allowlist,
+            confinement,
+            request,
+        )
+        .await
     }
 }
 

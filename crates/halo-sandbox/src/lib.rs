@@ -73,7 +73,7 @@ mod search;
 mod text;
 mod tools;
 
-pub use container::{ContainerSandbox, DEFAULT_ENV_ALLOWLIST};
+pub use container::{ContainerSandbox, DEFAULT_ENV_ALLOWLIST, SandboxMode};
 pub use halo_core::sandbox::SandboxError;
 pub use memory::{MAX_SYMLINK_FOLLOWS, VirtualSandbox};
 pub use tools::{

@@ -113,7 +113,7 @@ pub fn session_hooks(permissions: Permissions) -> (Vec<Arc<dyn ToolHook>>, &'sta
     } else if permissions.yes {
         (
             PermissionPolicy::new(FullAccess),
-            "full access (--yes): edits and commands run without asking; the denylist still applies",
+            "--yes: edits and commands run without asking; the denylist and the command sandbox still apply",
         )
     } else if std::io::stdin().is_terminal() {
         (

@@ -3,7 +3,8 @@
 
 use std::path::PathBuf;
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
+use halo_sandbox::SandboxMode;
 
 use crate::approval::Permissions;
 
@@ -36,6 +37,15 @@ pub struct Cli {
     /// Run commands without asking (the command denylist still applies).
     #[arg(long, short)]
     pub yes: bool,
+    /// How commands are confined: in an OS sandbox (bubblewrap) that lets them write only in
+    /// DIR, not its .git (workspace-write), or nowhere (read-only); or unconfined, with no OS
+    /// sandbox (full-access). --read-only always means read-only.
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = Sandbox::WorkspaceWrite)]
+    pub sandbox: Sandbox,
+    /// Let commands in the OS sandbox use the network (off by default: each command gets a
+    /// network namespace of its own, with only its own loopback).
+    #[arg(long)]
+    pub network: bool,
     /// Journal the conversation into FILE (JSON Lines, every committed step synced to disk).
     /// If FILE already holds a conversation, it is restored first and TASK is its next turn.
     #[arg(long, value_name = "FILE")]
@@ -50,7 +60,27 @@ pub struct Cli {
     pub json: bool,
 }
 
+/// `--sandbox MODE`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Sandbox {
+    /// Commands may write nothing.
+    ReadOnly,
+    /// Commands may write in DIR but not its .git; /tmp is private.
+    WorkspaceWrite,
+    /// No OS sandbox: commands can do anything you can.
+    FullAccess,
+}
+
 impl Cli {
+    /// How commands are confined: `--read-only` makes it read-only whatever `--sandbox` says.
+    pub fn sandbox_mode(&self) -> SandboxMode {
+        match (self.read_only, self.sandbox) {
+            (true, _) | (false, Sandbox::ReadOnly) => SandboxMode::ReadOnly,
+            (false, Sandbox::WorkspaceWrite) => SandboxMode::WorkspaceWrite,
+            (false, Sandbox::FullAccess) => SandboxMode::FullAccess,
+        }
+    }
+
     /// The permission flags.
     pub fn permissions(&self) -> Permissions {
         Permissions {
@@ -110,6 +140,9 @@ mod tests {
             "/tmp/x",
             "--read-only",
             "-y",
+            "--sandbox",
+            "full-access",
+            "--network",
         ])
         .unwrap();
         assert_eq!(
@@ -120,13 +153,27 @@ mod tests {
                 max_steps: 7,
                 read_only: true,
                 yes: true,
+                sandbox: Sandbox::FullAccess,
+                network: true,
                 session: Some(PathBuf::from("s.jsonl")),
                 resume: false,
                 json: true,
             }
         );
+        assert_eq!(
+            cli.sandbox_mode(),
+            SandboxMode::ReadOnly,
+            "--read-only wins"
+        );
         let cli = parse(&["task"]).unwrap();
-        assert_eq!((cli.dir, cli.max_steps), (PathBuf::from("."), 10));
+        assert_eq!((&cli.dir, cli.max_steps), (&PathBuf::from("."), 10));
+        assert_eq!(
+            (cli.sandbox_mode(), cli.network),
+            (SandboxMode::WorkspaceWrite, false)
+        );
+        let cli = parse(&["task", "--sandbox", "full-access"]).unwrap();
+        assert_eq!(cli.sandbox_mode(), SandboxMode::FullAccess);
+        assert_eq!(kind(&["t", "--sandbox", "none"]), ErrorKind::InvalidValue);
     }
 
     #[test]

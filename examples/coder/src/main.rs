@@ -44,6 +44,7 @@ use std::io::Write as _;
 use clap::Parser as _;
 use coder::{EMBEDDED_TOOLS, SYSTEM, approval};
 use futures::StreamExt as _;
+use halo_core::Sandbox;
 use halo_core::{
     AgentEvent, FinishReason, GenerateTextResult, HaloAgent, HaloError, Message, SharedModel,
 };
@@ -291,7 +292,10 @@ fn error_kind(e: &anyhow::Error) -> &'static str {
 async fn session(cli: Cli) -> anyhow::Result<()> {
     let out = Out { json: cli.json };
     let sandbox = ContainerSandbox::new(&cli.dir)
-        .with_context(|| format!("cannot use {} as the sandbox root", cli.dir.display()))?;
+        .and_then(|s| s.with_protected_paths([".git"]))
+        .with_context(|| format!("cannot use {} as the sandbox root", cli.dir.display()))?
+        .with_mode(cli.sandbox_mode())
+        .with_network(cli.network);
     let Picked {
         model,
         desc,
@@ -300,6 +304,10 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
     } = pick_model()?;
     out.line(format_args!("model: {desc}"));
     out.line(format_args!("folder: {}", cli.dir.display()));
+    out.line(format_args!(
+        "commands: {}",
+        sandbox.capabilities().isolation
+    ));
 
     let mut builder = HaloAgent::builder_shared(model)
         .system(SYSTEM)

@@ -1,6 +1,11 @@
 //! `exec` of [`ContainerSandbox`](super::ContainerSandbox): `bash -c COMMAND` in the root,
-//! in its own process group, with stdin closed, a scrubbed environment, a timeout and output
+//! in the OS sandbox of its [`SandboxMode`] ([`super::os`]) unless that is `FullAccess`, in
+//! its own process group, with stdin closed, a scrubbed environment, a timeout and output
 //! kept in bounded memory.
+//!
+//! In the OS sandbox the command also has its own PID namespace, so when it ends or times
+//! out every process it started dies with it, `setsid` or not. Unconfined, a process that
+//! called `setsid` leaves the group and outlives the kill; the result then says so.
 //!
 //! The command leads a new process group (`process-wrap`'s `ProcessGroup`). When the
 //! command ends, or when the timeout fires, the whole group is killed with `SIGKILL`, so a
@@ -17,6 +22,7 @@ use halo_core::sandbox::{ExecOutput, ExecRequest, SandboxError};
 use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
+use super::os::{self, SandboxMode};
 use crate::text::HeadTail;
 
 /// How long output pipes may stay open after the process group was killed: a process that
@@ -49,9 +55,18 @@ impl Drop for Group {
     }
 }
 
+/// How a command is confined: the sandbox's mode, whether the network is allowed, and the
+/// protected paths as written (relative to the root).
+pub(super) struct Confinement<'a> {
+    pub(super) mode: SandboxMode,
+    pub(super) network: bool,
+    pub(super) protected: &'a [String],
+}
+
 pub(super) async fn exec(
     root: &Path,
     env_allowlist: &[String],
+    confinement: Confinement<'_>,
     request: ExecRequest,
 ) -> Result<ExecOutput, SandboxError> {
     if tokio::runtime::Handle::try_current().is_err() {
@@ -59,7 +74,24 @@ pub(super) async fn exec(
             error: std::io::Error::other("exec needs a tokio runtime with IO and time enabled"),
         });
     }
-    let mut cmd = CommandWrap::with_new("bash", |c| {
+    let confined = confinement.mode != SandboxMode::FullAccess;
+    if confined && let Err(reason) = os::availability() {
+        return Err(SandboxError::NoOsSandbox {
+            reason: reason.clone(),
+        });
+    }
+    let program = if confined { os::program() } else { "bash" };
+    let mut cmd = CommandWrap::with_new(program, |c| {
+        if confined {
+            let protected = os::existing_protected(root, confinement.protected);
+            c.args(os::bwrap_args(
+                root,
+                &protected,
+                confinement.mode,
+                confinement.network,
+            ))
+            .args(["--", "bash"]);
+        }
         c.arg("-c")
             .arg(&request.command)
             .current_dir(root)
@@ -116,6 +148,10 @@ pub(super) async fn exec(
 
     let (exit_code, signal, timed_out) = match status {
         Err(_elapsed) => (None, None, true),
+        Ok(Ok(status)) if confined => {
+            let (code, signal) = os::decode_status(status.code());
+            (code, signal.or(status.signal()), false)
+        }
         Ok(Ok(status)) => (status.code(), status.signal(), false),
         Ok(Err(_)) => (None, None, false),
     };

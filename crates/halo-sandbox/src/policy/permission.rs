@@ -62,6 +62,19 @@ pub enum PermissionPreset {
 }
 
 impl PermissionPreset {
+    /// The [`SandboxMode`](crate::SandboxMode) that confines commands under this preset:
+    /// `ReadOnly` → `ReadOnly`, `WorkspaceWrite` → `WorkspaceWrite`, `FullAccess` →
+    /// `FullAccess` (no OS sandbox). Pass it to
+    /// [`ContainerSandbox::with_mode`](crate::ContainerSandbox::with_mode), so the OS sandbox
+    /// holds the line the hook draws even for a command the hook let through.
+    pub fn sandbox_mode(self) -> crate::SandboxMode {
+        match self {
+            PermissionPreset::ReadOnly => crate::SandboxMode::ReadOnly,
+            PermissionPreset::WorkspaceWrite => crate::SandboxMode::WorkspaceWrite,
+            PermissionPreset::FullAccess => crate::SandboxMode::FullAccess,
+        }
+    }
+
     /// The preset's decision for a class (the table above).
     pub fn permission(self, class: AccessClass) -> Permission {
         use AccessClass::{Exec, Read, Write};

@@ -3,34 +3,22 @@
 
 use serde_json::json;
 
-use crate::common::Fixture;
+use halo_sandbox::SandboxMode;
 
-/// Whether `pid` is a `sleep` that is neither dead nor dying: gone, a zombie, or already
-/// exiting (a non-zero exit code in `stat`) count as killed, as does a reused PID.
-fn sleeper_alive(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-    // `pid (comm) state ... exit_code`: the state follows the last `)`; the exit code
-    // (set once SIGKILL is being acted on) is the last field.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let state = fields.first().copied().unwrap_or("X");
-    let exiting = fields.last().is_some_and(|code| *code != "0");
-    comm.trim() == "sleep" && !matches!(state, "Z" | "X") && !exiting
+use crate::common::{Fixture, survivors};
+
+/// A marker unique to this test process and `name`, for a process to carry in its command
+/// line (`exec -a MARKER sleep 30`), so its survival can be checked from outside any PID
+/// namespace.
+fn marker(name: &str) -> String {
+    format!("halo-bash-{name}-{}", std::process::id())
 }
 
-/// The PID the command printed on the first stdout line.
-fn printed_pid(out: &str) -> u32 {
-    let stdout = out.split_once("stdout:\n").expect("stdout section").1;
-    stdout
-        .lines()
-        .next()
-        .and_then(|l| l.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no pid in {out:?}"))
+/// Live processes whose command line holds `marker`, after the kernel had a moment to finish
+/// a kill in progress.
+async fn left_behind(marker: &str) -> Vec<String> {
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    survivors(marker, "none")
 }
 
 #[tokio::test]
@@ -77,59 +65,73 @@ async fn commands_run_in_the_root_with_stdin_closed() {
 #[tokio::test]
 async fn a_timeout_kills_the_whole_process_group() {
     let f = Fixture::new();
+    let m = marker("timeout");
     let out = f
         .ok(
             "bash",
-            json!({"command": "sleep 30 & echo $!; sleep 30", "timeout_secs": 1}),
+            json!({"command": format!("(exec -a {m} sleep 30) & sleep 30"), "timeout_secs": 1}),
         )
         .await;
-    assert!(
-        out.starts_with(
-            "timed out after 1 s; the command and its child processes were killed\nstdout:\n"
-        ),
-        "{out}"
+    assert_eq!(
+        out,
+        "timed out after 1 s; the command and its child processes were killed\n(no output)"
     );
-    let pid = printed_pid(&out);
-    assert!(
-        !sleeper_alive(pid),
-        "background sleep {pid} survived: {out}"
-    );
+    assert_eq!(left_behind(&m).await, Vec::<String>::new());
 }
 
 #[tokio::test]
 async fn background_children_are_killed_when_the_command_ends() {
     let f = Fixture::new();
-    let out = f.ok("bash", json!({"command": "sleep 30 & echo $!"})).await;
-    let pid = printed_pid(&out);
-    assert_eq!(out, format!("exit code: 0\nstdout:\n{pid}"));
-    assert!(!sleeper_alive(pid), "background sleep {pid} survived");
-}
-
-// Regression: a process that leaves the process group (setsid) keeps the output pipes
-// open; the call must still return, with what was read and a note.
-#[tokio::test]
-async fn a_process_that_escapes_the_group_cannot_hang_the_call() {
-    let f = Fixture::new();
-    // The escaped shell writes its PID only after setsid, so the command ends only once
-    // the escape happened; then it becomes the sleep (same PID).
+    let m = marker("background");
     let out = f
         .ok(
             "bash",
-            json!({"command": "setsid sh -c 'echo $$ > pid; exec sleep 30' & \
-                               while [ ! -s pid ]; do sleep 0.01; done; cat pid"}),
+            json!({"command": format!("(exec -a {m} sleep 30) & echo started")}),
         )
         .await;
-    let pid = printed_pid(&out);
-    let _ = std::process::Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status();
+    assert_eq!(out, "exit code: 0\nstdout:\nstarted");
+    assert_eq!(left_behind(&m).await, Vec::<String>::new());
+}
+
+/// A command that starts `sleep` in a new session (`setsid`), waits until it runs, and ends.
+fn escape_by_setsid(m: &str) -> String {
+    format!(
+        "setsid bash -c 'echo > started; exec -a {m} sleep 30' & \
+         while [ ! -e started ]; do sleep 0.01; done; echo escaped"
+    )
+}
+
+// In the OS sandbox a process that left the process group (setsid) still lives in the
+// command's PID namespace, and dies with it.
+#[tokio::test]
+async fn a_process_that_leaves_the_group_dies_with_the_command() {
+    let f = Fixture::new();
+    let m = marker("setsid");
+    let out = f.ok("bash", json!({"command": escape_by_setsid(&m)})).await;
+    assert_eq!(out, "exit code: 0\nstdout:\nescaped");
+    assert_eq!(left_behind(&m).await, Vec::<String>::new());
+}
+
+// Regression, unconfined: a process that leaves the process group (setsid) keeps the output
+// pipes open; the call must still return, with what was read and a note saying so.
+#[tokio::test]
+async fn unconfined_a_process_that_escapes_the_group_cannot_hang_the_call() {
+    let f = Fixture::with(|s| s.with_mode(SandboxMode::FullAccess));
+    let m = marker("unconfined-setsid");
+    let out = f.ok("bash", json!({"command": escape_by_setsid(&m)})).await;
+    let survived = survivors(&m, "none");
+    for line in &survived {
+        let pid = line.split(':').next().expect("pid");
+        let _ = std::process::Command::new("kill")
+            .args(["-9", pid])
+            .status();
+    }
     assert_eq!(
         out,
-        format!(
-            "exit code: 0\nstdout:\n{pid}\nstderr:\n[a process that left the command's process group \
-             kept its output open; the output may be incomplete]"
-        )
+        "exit code: 0\nstdout:\nescaped\nstderr:\n[a process that left the command's process group \
+         kept its output open; the output may be incomplete]"
     );
+    assert_eq!(survived.len(), 1, "{survived:?}");
 }
 
 #[tokio::test]

@@ -78,3 +78,49 @@ impl Fixture {
 pub fn outside_message(path: &str) -> String {
     format!("path `{path}` is outside the sandbox root; use a path relative to the root")
 }
+
+/// A process that is neither dead nor dying: gone, a zombie, already exiting (a non-zero
+/// exit code in `stat`) or with a `SIGKILL` pending count as dead.
+pub fn alive(pid: &str) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // `pid (comm) state ...`: the fields after the last `)`; the exit code is the last one.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let state = fields.first().copied().unwrap_or("X");
+    let exiting = fields.last().is_some_and(|code| *code != "0");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kill_pending = status.lines().any(|l| {
+        (l.starts_with("SigPnd:") || l.starts_with("ShdPnd:"))
+            && u64::from_str_radix(l.split_whitespace().nth(1).unwrap_or("0"), 16)
+                .is_ok_and(|mask| mask & (1 << 8) != 0)
+    });
+    !matches!(state, "Z" | "X") && !exiting && !kill_pending
+}
+
+/// Live processes whose command line contains `marker` or whose process group is `pgid`.
+pub fn survivors(marker: &str, pgid: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc") {
+        let name = entry.expect("entry").file_name();
+        let pid = name.to_string_lossy();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // Field 5 of stat (3rd after the command name) is the process group.
+        let group = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(2).map(str::to_string))
+            .unwrap_or_default();
+        if (cmdline.contains(marker) || group == pgid) && alive(&pid) {
+            found.push(format!("{pid}: {cmdline} (group {group})"));
+        }
+    }
+    found
+}

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use halo_core::sandbox::{
-    Capabilities, DirEntry, ExecRequest, FileKind, GlobRequest, GrepRequest, Metadata,
-    SandboxError, SandboxPath, SharedSandbox,
+    Capabilities, DirEntry, ExecRequest, FileKind, FilesystemAccess, GlobRequest, GrepRequest,
+    Isolation, Metadata, OsIsolation, SandboxError, SandboxPath, SharedSandbox,
 };
 use halo_sandbox::{ContainerSandbox, ToolOptions, VirtualSandbox};
 use serde_json::{Value, json};
@@ -295,7 +295,16 @@ async fn capabilities_and_kind_say_what_each_sandbox_can_do() {
     let [v, c] = subjects(&[], &[]);
     assert_eq!(v.sandbox.capabilities(), Capabilities::FILES_ONLY);
     assert_eq!(v.sandbox.kind(), "virtual");
-    assert_eq!(c.sandbox.capabilities(), Capabilities::FILES_AND_EXEC);
+    // The container runs commands in the OS sandbox of its default mode, workspace-write.
+    assert_eq!(
+        c.sandbox.capabilities(),
+        Capabilities::files_and_exec(Isolation::Os(OsIsolation::new(
+            "bubblewrap",
+            FilesystemAccess::WorkspaceWrite,
+            false,
+            true
+        )))
+    );
     assert_eq!(c.sandbox.kind(), "container");
 }
 

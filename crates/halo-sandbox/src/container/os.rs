@@ -1,0 +1,283 @@
+//! The OS sandbox of [`ContainerSandbox`](super::ContainerSandbox)'s commands: bubblewrap.
+//!
+//! Each command runs as `bwrap ARGS -- bash -c COMMAND`, where the arguments ([`bwrap_args`])
+//! give it its own view of the machine:
+//!
+//! - the host's filesystem bound read-only at `/`, with fresh `/proc` (of its own PID
+//!   namespace) and a minimal `/dev`, and `/tmp` a private, empty tmpfs;
+//! - in [`SandboxMode::WorkspaceWrite`], the root bound read-write at its own path and each
+//!   protected path that exists bound read-only over it; in [`SandboxMode::ReadOnly`], the
+//!   root read-only too, and `/tmp` remounted read-only;
+//! - its own PID namespace (it sees only its own processes, and every one of them dies when
+//!   the command's first process ends, times out or is killed: the namespace's init dies and
+//!   the kernel kills the rest, whatever `setsid`, `nohup` or `set -m` did), IPC and UTS
+//!   namespaces, and unless the network is allowed, its own network namespace (a loopback of
+//!   its own and nothing else);
+//! - no capabilities, a new session (no terminal to push input into), and death with the
+//!   process that started it.
+//!
+//! Why bubblewrap and not Landlock + seccomp in the process is in `docs/sandbox.md`: Landlock
+//! confines writes and TCP but has no PID namespace, so it can neither hide the machine's
+//! processes nor kill what escapes a process group, nor give a private `/tmp`.
+//!
+//! Whether bubblewrap works here is probed once per process ([`availability`]): `bwrap` must
+//! be installed and able to make its namespaces (as root, or with unprivileged user
+//! namespaces enabled).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use halo_core::sandbox::{FilesystemAccess, Isolation, OsIsolation};
+
+/// What a [`ContainerSandbox`](super::ContainerSandbox) lets its commands do, as the
+/// [`PermissionPreset`](crate::PermissionPreset)s name it (codex's sandbox modes).
+///
+/// | mode | filesystem | network | processes |
+/// |---|---|---|---|
+/// | `ReadOnly` | all read-only, the root included | off unless allowed | own PID namespace |
+/// | `WorkspaceWrite` (default) | the root writable but its protected paths; `/tmp` private | off unless allowed | own PID namespace |
+/// | `FullAccess` | no OS sandbox: anything this user can | the machine's | the machine's |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum SandboxMode {
+    /// Commands may write nothing.
+    ReadOnly,
+    /// Commands may write in the root, except its protected paths.
+    #[default]
+    WorkspaceWrite,
+    /// Commands run unconfined, as this user: no OS sandbox, chosen explicitly.
+    FullAccess,
+}
+
+impl SandboxMode {
+    /// What the OS sandbox lets a command write in this mode; `None` for
+    /// [`FullAccess`](Self::FullAccess).
+    pub fn filesystem(self) -> Option<FilesystemAccess> {
+        match self {
+            SandboxMode::ReadOnly => Some(FilesystemAccess::ReadOnly),
+            SandboxMode::WorkspaceWrite => Some(FilesystemAccess::WorkspaceWrite),
+            SandboxMode::FullAccess => None,
+        }
+    }
+
+    /// The isolation commands get in this mode on this machine, as
+    /// [`Capabilities::isolation`](halo_core::sandbox::Capabilities::isolation) reports it.
+    pub fn isolation(self, network: bool) -> Isolation {
+        let Some(filesystem) = self.filesystem() else {
+            return Isolation::Unconfined;
+        };
+        match availability() {
+            Ok(()) => Isolation::Os(OsIsolation::new(MECHANISM, filesystem, network, true)),
+            Err(reason) => Isolation::Unavailable {
+                reason: reason.clone(),
+            },
+        }
+    }
+}
+
+/// The name [`OsIsolation::mechanism`] reports.
+pub(crate) const MECHANISM: &str = "bubblewrap";
+
+/// The program run; looked up on the `PATH` of this process.
+const BWRAP: &str = "bwrap";
+
+/// Whether the OS sandbox works on this machine: probed once per process by running `true`
+/// in it. `Err` says why not and what to install or enable.
+pub(crate) fn availability() -> &'static Result<(), String> {
+    static PROBE: OnceLock<Result<(), String>> = OnceLock::new();
+    PROBE.get_or_init(probe)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn probe() -> Result<(), String> {
+    Err(
+        "the OS sandbox for commands is bubblewrap, which needs Linux; run commands \
+         unconfined only if you trust them (SandboxMode::FullAccess)"
+            .into(),
+    )
+}
+
+#[cfg(target_os = "linux")]
+fn probe() -> Result<(), String> {
+    let output = std::process::Command::new(BWRAP)
+        .args(bwrap_args(
+            Path::new("/tmp"),
+            &[],
+            SandboxMode::ReadOnly,
+            false,
+        ))
+        .arg("--")
+        .arg("true")
+        .stdin(std::process::Stdio::null())
+        .output();
+    match output {
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) => Err(format!(
+            "bubblewrap (bwrap) cannot make its namespaces here ({}: {}); run as root or \
+             enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 \
+             and user.max_user_namespaces > 0)",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(
+            "bubblewrap (bwrap) is not installed; install it (`apt-get install bubblewrap` on \
+             Debian and Ubuntu, `dnf install bubblewrap` on Fedora)"
+                .into(),
+        ),
+        Err(e) => Err(format!("bubblewrap (bwrap) cannot be started: {e}")),
+    }
+}
+
+/// The program to run a command under the OS sandbox.
+pub(crate) fn program() -> &'static str {
+    BWRAP
+}
+
+/// bubblewrap's arguments up to (not including) `--` for a command with `root` as its
+/// working folder. `protected` are the real (canonical) paths of the protected paths that
+/// exist under the root; each is bound read-only over the writable root.
+///
+/// The order matters: bubblewrap applies them in turn, so the private `/tmp` comes before the
+/// root (which may lie under `/tmp`) and the protected paths after it.
+pub(crate) fn bwrap_args(
+    root: &Path,
+    protected: &[PathBuf],
+    mode: SandboxMode,
+    network: bool,
+) -> Vec<OsString> {
+    let mut args: Vec<OsString> = Vec::new();
+    let mut push = |parts: &[&str]| args.extend(parts.iter().map(OsString::from));
+    push(&[
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--cap-drop",
+        "ALL",
+    ]);
+    if !network {
+        push(&["--unshare-net"]);
+    }
+    push(&[
+        "--ro-bind",
+        "/",
+        "/",
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--tmpfs",
+        "/tmp",
+    ]);
+    let bind = match mode {
+        SandboxMode::WorkspaceWrite => "--bind",
+        SandboxMode::ReadOnly | SandboxMode::FullAccess => "--ro-bind",
+    };
+    args.extend([bind.into(), root.into(), root.into()]);
+    if mode == SandboxMode::WorkspaceWrite {
+        for path in protected {
+            args.extend(["--ro-bind".into(), path.into(), path.into()]);
+        }
+    } else {
+        args.extend(["--remount-ro".into(), "/tmp".into()]);
+    }
+    args.extend(["--chdir".into(), root.into()]);
+    args
+}
+
+/// The real paths of the `protected` paths (relative to `root`) that exist and, once links
+/// are resolved, still lie under `root`: what [`bwrap_args`] binds read-only. One that does
+/// not exist cannot be bound; a command may create it (`docs/sandbox.md` says so).
+pub(crate) fn existing_protected(root: &Path, protected: &[String]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = protected
+        .iter()
+        .filter_map(|rel| root.join(rel).canonicalize().ok())
+        .filter(|real| real.starts_with(root) && real != root)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The exit status of a command under bubblewrap: bubblewrap reports a command killed by
+/// signal N as exit code 128 + N (as a shell's `$?` does), so that is read back as the signal.
+/// An `exit 137` therefore reads as signal 9 inside the OS sandbox.
+pub(crate) fn decode_status(code: Option<i32>) -> (Option<i32>, Option<i32>) {
+    match code {
+        Some(c) if (129..=128 + 64).contains(&c) => (None, Some(c - 128)),
+        other => (other, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[OsString]) -> Vec<String> {
+        args.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn workspace_write_binds_the_root_writable_and_the_protected_paths_over_it() {
+        let root = Path::new("/tmp/r");
+        let args = strings(&bwrap_args(
+            root,
+            &[PathBuf::from("/tmp/r/.git")],
+            SandboxMode::WorkspaceWrite,
+            false,
+        ));
+        let joined = args.join(" ");
+        assert!(
+            joined.ends_with(
+                "--unshare-net --ro-bind / / --proc /proc --dev /dev --tmpfs /tmp \
+                 --bind /tmp/r /tmp/r --ro-bind /tmp/r/.git /tmp/r/.git --chdir /tmp/r"
+            ),
+            "{joined}"
+        );
+        assert!(joined.starts_with("--die-with-parent --new-session --unshare-pid"));
+        assert!(joined.contains("--cap-drop ALL"));
+    }
+
+    #[test]
+    fn read_only_binds_the_root_read_only_and_tmp_read_only() {
+        let args = strings(&bwrap_args(
+            Path::new("/w"),
+            &[],
+            SandboxMode::ReadOnly,
+            true,
+        ))
+        .join(" ");
+        assert!(!args.contains("--unshare-net"), "{args}");
+        assert!(
+            args.ends_with("--tmpfs /tmp --ro-bind /w /w --remount-ro /tmp --chdir /w"),
+            "{args}"
+        );
+    }
+
+    #[test]
+    fn statuses_above_128_are_signals() {
+        assert_eq!(decode_status(Some(0)), (Some(0), None));
+        assert_eq!(decode_status(Some(3)), (Some(3), None));
+        assert_eq!(decode_status(Some(128)), (Some(128), None));
+        assert_eq!(decode_status(Some(137)), (None, Some(9)));
+        assert_eq!(decode_status(Some(255)), (Some(255), None));
+        assert_eq!(decode_status(None), (None, None));
+    }
+
+    #[test]
+    fn protected_paths_that_exist_under_the_root_are_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join(".git")).unwrap();
+        std::os::unix::fs::symlink("/etc", root.join("up")).unwrap();
+        let got = existing_protected(
+            &root,
+            &[".git".into(), "missing".into(), "up".into(), ".git".into()],
+        );
+        assert_eq!(got, [root.join(".git")]);
+    }
+}
