@@ -4,7 +4,8 @@
 //! give it its own view of the machine:
 //!
 //! - the host's filesystem bound read-only at `/`, with fresh `/proc` (of its own PID
-//!   namespace) and a minimal `/dev`, and `/tmp` a private, empty tmpfs;
+//!   namespace) and a minimal `/dev`, and `/tmp` a private, empty tmpfs (when the root lies
+//!   under `/tmp`, the folders leading to it there are read-only);
 //! - in [`SandboxMode::WorkspaceWrite`], the root bound read-write at its own path and each
 //!   protected path that exists bound read-only over it; in [`SandboxMode::ReadOnly`], the
 //!   root read-only too, and `/tmp` remounted read-only;
@@ -168,9 +169,28 @@ pub(crate) fn bwrap_args(
         "/proc",
         "--dev",
         "/dev",
+        "--perms",
+        "1777",
         "--tmpfs",
         "/tmp",
     ]);
+    // A root under /tmp is bound into the private tmpfs, whose folders leading to it would be
+    // writable: make them read-only (0555; the command has no CAP_DAC_OVERRIDE), so `../x`
+    // fails as it does for a root elsewhere instead of landing in the discarded tmpfs.
+    if let Ok(below) = root.strip_prefix("/tmp") {
+        let mut at = PathBuf::from("/tmp");
+        let mut parts: Vec<_> = below.components().collect();
+        parts.pop();
+        for part in parts {
+            at.push(part);
+            args.extend([
+                "--perms".into(),
+                "0555".into(),
+                "--dir".into(),
+                at.clone().into(),
+            ]);
+        }
+    }
     let bind = match mode {
         SandboxMode::WorkspaceWrite => "--bind",
         SandboxMode::ReadOnly | SandboxMode::FullAccess => "--ro-bind",
@@ -233,10 +253,24 @@ mod tests {
         let joined = args.join(" ");
         assert!(
             joined.ends_with(
-                "--unshare-net --ro-bind / / --proc /proc --dev /dev --tmpfs /tmp \
+                "--unshare-net --ro-bind / / --proc /proc --dev /dev --perms 1777 --tmpfs /tmp \
                  --bind /tmp/r /tmp/r --ro-bind /tmp/r/.git /tmp/r/.git --chdir /tmp/r"
             ),
             "{joined}"
+        );
+        let deep = strings(&bwrap_args(
+            Path::new("/tmp/a/b/r"),
+            &[],
+            SandboxMode::WorkspaceWrite,
+            false,
+        ))
+        .join(" ");
+        assert!(
+            deep.contains(
+                "--tmpfs /tmp --perms 0555 --dir /tmp/a --perms 0555 --dir /tmp/a/b \
+                 --bind /tmp/a/b/r /tmp/a/b/r"
+            ),
+            "{deep}"
         );
         assert!(joined.starts_with("--die-with-parent --new-session --unshare-pid"));
         assert!(joined.contains("--cap-drop ALL"));
@@ -253,7 +287,9 @@ mod tests {
         .join(" ");
         assert!(!args.contains("--unshare-net"), "{args}");
         assert!(
-            args.ends_with("--tmpfs /tmp --ro-bind /w /w --remount-ro /tmp --chdir /w"),
+            args.ends_with(
+                "--perms 1777 --tmpfs /tmp --ro-bind /w /w --remount-ro /tmp --chdir /w"
+            ),
             "{args}"
         );
     }
