@@ -967,8 +967,22 @@ mod imp {
             )
         }
 
-        /// Mounts /proc, /sys, /dev and the toolchain.
+        /// Mounts the root onto itself, then /proc, /sys, /dev and the toolchain.
+        ///
+        /// The root is bound onto itself first so that the chroot's `/` is a mount point, as
+        /// a machine's or a container's is: bubblewrap (the OS sandbox of `bash`, run by the
+        /// tests inside) makes `/` a slave mount and fails with "Failed to make / slave:
+        /// Invalid argument" when it is a plain folder.
         fn mount_all(&mut self, toolchain: &Toolchain) -> anyhow::Result<()> {
+            mount(
+                Some(&self.root),
+                &self.root,
+                None::<&str>,
+                MsFlags::MS_BIND,
+                None::<&str>,
+            )
+            .context("cannot bind the chroot onto itself")?;
+            self.mounts.push(self.root.clone());
             let at = self.mount_point(Path::new("/proc"), true)?;
             mount(
                 Some("proc"),
