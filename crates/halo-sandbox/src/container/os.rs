@@ -4,8 +4,9 @@
 //! give it its own view of the machine:
 //!
 //! - the host's filesystem bound read-only at `/`, with fresh `/proc` (of its own PID
-//!   namespace) and a minimal `/dev`, and `/tmp` a private, empty tmpfs (when the root lies
-//!   under `/tmp`, the folders leading to it there are read-only);
+//!   namespace) and a minimal `/dev`, `/tmp` a private, empty tmpfs (when the root lies
+//!   under `/tmp`, the folders leading to it there are read-only), and `/run` an empty one,
+//!   hiding the machine's sockets (D-Bus, Docker);
 //! - in [`SandboxMode::WorkspaceWrite`], the root bound read-write at its own path and each
 //!   protected path that exists bound read-only over it; in [`SandboxMode::ReadOnly`], the
 //!   root read-only too, and `/tmp` remounted read-only;
@@ -173,6 +174,10 @@ pub(crate) fn bwrap_args(
         "1777",
         "--tmpfs",
         "/tmp",
+        // The machine's sockets (`/run/dbus`, `/run/docker.sock`, ...) are files a command
+        // could connect to through the read-only bind, whatever the network namespace.
+        "--tmpfs",
+        "/run",
     ]);
     // A root under /tmp is bound into the private tmpfs, whose folders leading to it would be
     // writable: make them read-only (0555; the command has no CAP_DAC_OVERRIDE), so `../x`
@@ -254,7 +259,7 @@ mod tests {
         assert!(
             joined.ends_with(
                 "--unshare-net --ro-bind / / --proc /proc --dev /dev --perms 1777 --tmpfs /tmp \
-                 --bind /tmp/r /tmp/r --ro-bind /tmp/r/.git /tmp/r/.git --chdir /tmp/r"
+                 --tmpfs /run --bind /tmp/r /tmp/r --ro-bind /tmp/r/.git /tmp/r/.git --chdir /tmp/r"
             ),
             "{joined}"
         );
@@ -267,7 +272,7 @@ mod tests {
         .join(" ");
         assert!(
             deep.contains(
-                "--tmpfs /tmp --perms 0555 --dir /tmp/a --perms 0555 --dir /tmp/a/b \
+                "--tmpfs /run --perms 0555 --dir /tmp/a --perms 0555 --dir /tmp/a/b \
                  --bind /tmp/a/b/r /tmp/a/b/r"
             ),
             "{deep}"
@@ -288,7 +293,7 @@ mod tests {
         assert!(!args.contains("--unshare-net"), "{args}");
         assert!(
             args.ends_with(
-                "--perms 1777 --tmpfs /tmp --ro-bind /w /w --remount-ro /tmp --chdir /w"
+                "--perms 1777 --tmpfs /tmp --tmpfs /run --ro-bind /w /w --remount-ro /tmp --chdir /w"
             ),
             "{args}"
         );
