@@ -4,7 +4,7 @@
 //!
 //! | item                 | what it is                                                                 |
 //! |----------------------|----------------------------------------------------------------------------|
-//! | [`ContainerSandbox`] | a real root folder; file operations confined by cap-std, commands by `bash -c` |
+//! | [`ContainerSandbox`] | a real root folder; file operations confined by cap-std, commands by bubblewrap ([`SandboxMode`]) |
 //! | [`VirtualSandbox`]   | an in-memory tree with the same path semantics; no commands                 |
 //! | [`tools()`]          | the coding tools over any [`Sandbox`](halo_core::Sandbox), with [`ToolOptions`] |
 //! | [`policy`]           | safety hooks: a command denylist, approval, permission presets, truncation |
