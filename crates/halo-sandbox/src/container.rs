@@ -198,7 +198,7 @@ impl ContainerSandbox {
     /// sandbox that lets them write nothing (`ReadOnly`) or only the root but its protected
     /// paths (`WorkspaceWrite`), or unconfined (`FullAccess`, to be chosen explicitly). The
     /// file operations are confined to the root in every mode; `ReadOnly` does not make
-    /// them read-only (the [`PermissionPolicy`](crate::PermissionPolicy) hook does that).
+    /// them read-only (the [`PermissionPolicy`](crate::policy::PermissionPolicy) hook does that).
     ///
     /// Where no OS sandbox can be had (not Linux, bubblewrap missing, namespaces disabled),
     /// [`exec`](Sandbox::exec) in `ReadOnly` and `WorkspaceWrite` fails with

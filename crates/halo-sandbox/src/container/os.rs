@@ -33,7 +33,7 @@ use std::sync::OnceLock;
 use halo_core::sandbox::{FilesystemAccess, Isolation, OsIsolation};
 
 /// What a [`ContainerSandbox`](super::ContainerSandbox) lets its commands do, as the
-/// [`PermissionPreset`](crate::PermissionPreset)s name it (codex's sandbox modes).
+/// [`PermissionPreset`](crate::policy::PermissionPreset)s name it (codex's sandbox modes).
 ///
 /// | mode | filesystem | network | processes |
 /// |---|---|---|---|
