@@ -114,3 +114,35 @@ async fn bash_cannot_write_outside_reach_the_network_or_see_other_processes() {
         "the host has {on_host} processes, the command saw {seen}"
     );
 }
+
+// Without bubblewrap on the PATH, the coder says so at start and `bash` refuses with what to
+// install, rather than running the command unconfined.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_bubblewrap_commands_are_refused_with_what_to_install() {
+    let project = tempfile::tempdir().unwrap();
+    let marker = project.path().join("ran.txt");
+    let empty = tempfile::tempdir().unwrap();
+    let sim = OpenAiSim::openai().await.unwrap();
+    sim.set_reply_script([
+        SimReply::tool_call(
+            "bash",
+            json!({"command": format!("echo ran > {}", marker.display())}),
+        ),
+        SimReply::text("It was refused."),
+    ]);
+    let mut cmd = coder_text(&sim, project.path(), &["--yes", "Run it."]);
+    cmd.env("PATH", empty.path());
+    let out = run(cmd).await;
+    assert!(out.status.success(), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let refusal = "no OS sandbox for commands: bubblewrap (bwrap) is not installed; install it \
+                   (`apt-get install bubblewrap` on Debian and Ubuntu, `dnf install bubblewrap` \
+                   on Fedora)";
+    assert!(
+        stdout.contains("commands: commands refused: bubblewrap (bwrap) is not installed"),
+        "{}",
+        describe(&out)
+    );
+    assert_eq!(tool_results(&sim), [format!("error: {refusal}")]);
+    assert!(!marker.exists(), "the command ran unconfined");
+}
