@@ -1,6 +1,7 @@
 //! `bash` in the OS sandbox, through the CLI: the coder with `--yes`, driven by the loopback
 //! fake, asks `bash` to write outside its folder, to connect to the fake's own port and to
-//! count the processes it sees; all three are blocked, and the model reads why.
+//! count the processes it sees; all three are blocked, and the model reads why. Without
+//! bubblewrap, commands are refused with what to install.
 
 use halo_adapters::sim::SimReply;
 use halo_adapters::sim::openai::OpenAiSim;
