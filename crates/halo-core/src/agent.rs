@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use crate::cancel::CancelToken;
 use crate::clock::{Clock, SystemClock};
+use crate::context::ContextConfig;
 use crate::dispatch::Toolbox;
 use crate::engine::RunState;
 use crate::error::HaloError;
@@ -43,6 +44,7 @@ pub struct HaloAgentBuilder {
     clock: Arc<dyn Clock>,
     store: Option<Arc<dyn SessionStore>>,
     state: Option<RunState>,
+    context: Option<ContextConfig>,
 }
 
 /// The guardrails and step hooks of an agent.
@@ -117,6 +119,15 @@ impl HaloAgentBuilder {
     /// Sets the most model calls per run (default [`DEFAULT_MAX_STEPS`], at least 1).
     pub fn max_steps(mut self, n: usize) -> Self {
         self.max_steps = n.max(1);
+        self
+    }
+
+    /// Keeps the history inside the model's context window with `config`'s strategy, asked
+    /// before every model call ([`crate::context`]). Without one the log's capacity
+    /// ([`log_capacity`](Self::log_capacity)) is the only bound, and each eviction it makes
+    /// once full costs a cache miss the ledger reports.
+    pub fn context(mut self, config: ContextConfig) -> Self {
+        self.context = Some(config);
         self
     }
 
@@ -207,6 +218,7 @@ impl HaloAgentBuilder {
             steering: SteeringHandle::default(),
             cancel: CancelToken::default(),
             manual: false,
+            context: self.context,
         }
     }
 }
@@ -242,6 +254,8 @@ pub struct HaloAgent {
     /// Whether the last run was driven in manual mode (`send`), so `submit_tool_result`
     /// continues the same way.
     pub(crate) manual: bool,
+    /// The context strategy, window and token count.
+    pub(crate) context: Option<ContextConfig>,
 }
 
 impl std::fmt::Debug for HaloAgent {
@@ -276,6 +290,7 @@ impl HaloAgent {
             clock: Arc::new(SystemClock),
             store: None,
             state: None,
+            context: None,
         }
     }
 

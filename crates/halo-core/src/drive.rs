@@ -307,6 +307,10 @@ impl HaloAgent {
                             yield AgentEvent::Injected(text);
                         }
                         let settings = self.prepare_step(step).await;
+                        if let Some(context) = &self.context {
+                            let prefix = object.and_then(ObjectRun::prefix).unwrap_or(&self.prefix);
+                            self.state.prepare_context(prefix, context, now);
+                        }
                         self.state.plan_model_call(
                             object.and_then(ObjectRun::prefix).unwrap_or(&self.prefix),
                             now,

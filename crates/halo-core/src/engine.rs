@@ -40,6 +40,7 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
+use crate::context::{self, ContextBudget, ContextConfig, ContextPlan};
 use crate::error::HaloError;
 use crate::ledger::{CacheCheck, CacheLedger, CacheVerdict, LogKey, Planned};
 use crate::log::{HistoryKey, MessageLog};
@@ -138,8 +139,12 @@ impl Clone for Outcome {
     }
 }
 
+fn one() -> f64 {
+    1.0
+}
+
 /// A run's whole state. See the [module docs](self).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunState {
     log: MessageLog,
     phase: Phase,
@@ -156,6 +161,16 @@ pub struct RunState {
     journaled_fingerprint: Option<Fingerprint>,
     /// Journal events not yet taken by the driver ([`RunState::take_journal`]).
     journal: Vec<JournalEvent>,
+    /// A context strategy rewrote the history since the last model call.
+    #[serde(default)]
+    rewrite_planned: bool,
+    /// The local token estimate of the last planned request (prefix and history), for the
+    /// calibration against the tokens the provider reports.
+    #[serde(default)]
+    last_estimate: Option<u64>,
+    /// `max(1, reported / estimated)` input tokens of the last call ([`crate::context`]).
+    #[serde(default = "one")]
+    calibration: f64,
     /// The outcome of a run that just ended, until `next` hands it out.
     #[serde(skip)]
     outcome: Outcome,
@@ -166,12 +181,31 @@ pub struct RunState {
     valid: bool,
 }
 
+impl Default for RunState {
+    fn default() -> Self {
+        RunState::new(MessageLog::default())
+    }
+}
+
 impl RunState {
     /// An empty state around `log`.
     pub fn new(log: MessageLog) -> Self {
         RunState {
             log,
-            ..RunState::default()
+            phase: Phase::default(),
+            steps: Vec::new(),
+            stats: AgentStats::default(),
+            run_start: AgentStats::default(),
+            ledger: CacheLedger::default(),
+            last_fingerprint: None,
+            journaled_fingerprint: None,
+            journal: Vec::new(),
+            rewrite_planned: false,
+            last_estimate: None,
+            calibration: 1.0,
+            outcome: Outcome::default(),
+            checked: None,
+            valid: false,
         }
     }
 
@@ -395,9 +429,122 @@ impl RunState {
             self.journaled_fingerprint = Some(fingerprint);
         }
         let key = self.valid.then(|| LogKey::of(&self.log));
+        let rewrite_planned = std::mem::take(&mut self.rewrite_planned);
         let history = self.history();
-        let planned = self.ledger.plan(prefix, &history, key);
+        let planned = self.ledger.plan(prefix, &history, key, rewrite_planned);
         self.phase = Phase::AwaitingModel { planned };
+    }
+
+    /// Asks `config`'s context strategy for a plan before the model call
+    /// [`next`](Self::next) asked for, and applies it; call it before
+    /// [`plan_model_call`](Self::plan_model_call). Returns whether the history was rewritten
+    /// (then journaled as a [`JournalEvent::CompactBoundary`], counted in
+    /// [`AgentStats::history_rewrites`] and told to the ledger as the one expected miss).
+    ///
+    /// A plan that breaks a rule of [`ContextPlan`] — touching the live tool round, a
+    /// replacement of another role or call, an index past the end — is not applied (a
+    /// warning is logged), and neither is a plan that changes nothing.
+    pub fn prepare_context(
+        &mut self,
+        prefix: &StablePrefix,
+        config: &ContextConfig,
+        at_ms: u64,
+    ) -> bool {
+        let estimator = &*config.estimator;
+        let prefix_tokens = estimator.estimate(&String::from_utf8_lossy(prefix.canonical_bytes()));
+        let estimate = |log: &MessageLog| {
+            prefix_tokens
+                + log
+                    .messages()
+                    .map(|m| context::message_tokens(estimator, m))
+                    .sum::<u64>()
+        };
+        let local = estimate(&self.log);
+        let budget = ContextBudget {
+            context_window: config.context_window,
+            used_tokens: (local as f64 * self.calibration).ceil() as u64,
+            calibration: self.calibration,
+            estimator,
+        };
+        let plan = config.strategy.plan(prefix, &self.log, &budget);
+        let rewritten = !plan.is_keep() && self.apply_context_plan(plan);
+        self.last_estimate = Some(if rewritten {
+            estimate(&self.log)
+        } else {
+            local
+        });
+        if rewritten {
+            self.rewrite_planned = true;
+            self.stats.history_rewrites += 1;
+            self.journal.push(JournalEvent::CompactBoundary {
+                history: self.log.to_vec(),
+                injected: self.log.injected_indices(),
+                discardable: self.log.discardable_indices(),
+                at_ms,
+            });
+            tracing::info!(
+                "halo.context.messages" = self.log.len(),
+                "a context strategy rewrote the history: expect one prompt-cache miss"
+            );
+        }
+        rewritten
+    }
+
+    /// Applies a plan whole, or not at all when it breaks a rule; returns whether it did.
+    fn apply_context_plan(&mut self, plan: ContextPlan) -> bool {
+        let live = context::live_round_start(&self.log);
+        let messages: Vec<&Message> = self.log.messages().collect();
+        let refuse = |why: String| {
+            tracing::warn!("a context plan was not applied: {why}");
+            false
+        };
+        if let Some(&i) = plan.drop.iter().find(|&&i| i >= live) {
+            return refuse(format!(
+                "it drops message {i}, in the live tool round (from {live})"
+            ));
+        }
+        for (i, replacement) in &plan.replace {
+            if *i >= live {
+                return refuse(format!(
+                    "it replaces message {i}, in the live tool round (from {live})"
+                ));
+            }
+            let same_slot = match (messages[*i], replacement) {
+                (Message::Tool(a), Message::Tool(b)) => a.tool_call_id == b.tool_call_id,
+                (Message::Assistant(a), Message::Assistant(b)) => a
+                    .tool_calls
+                    .iter()
+                    .map(|c| &c.id)
+                    .eq(b.tool_calls.iter().map(|c| &c.id)),
+                (Message::User { .. }, Message::User { .. })
+                | (Message::System { .. }, Message::System { .. }) => true,
+                _ => false,
+            };
+            if !same_slot {
+                return refuse(format!(
+                    "its replacement of message {i} changes the role or the tool calls"
+                ));
+            }
+        }
+        if let Some((at, summary)) = &plan.insert {
+            if *at > live {
+                return refuse(format!("it inserts at {at}, inside the live tool round"));
+            }
+            if !summary.tool_calls().is_empty() || matches!(summary, Message::Tool(_)) {
+                return refuse("its summary carries tool calls or results".into());
+            }
+        }
+        for (i, replacement) in plan.replace {
+            self.log.replace(i, replacement);
+        }
+        if !plan.drop.is_empty() {
+            self.log.retain(|i, _, _| !plan.drop.contains(&i));
+        }
+        if let Some((at, summary)) = plan.insert {
+            let dropped_before = plan.drop.range(..at).count();
+            self.log.insert(at - dropped_before, summary);
+        }
+        true
     }
 
     /// Checks the log's validity incrementally: only messages appended since the last check
@@ -457,6 +604,10 @@ impl RunState {
         };
         let fingerprint = self.last_fingerprint.unwrap_or(Fingerprint([0; 32]));
         self.stats.record(&response.usage);
+        if let (Some(reported), Some(estimate)) = (response.usage.input_tokens, self.last_estimate)
+        {
+            self.calibration = (reported as f64 / estimate.max(1) as f64).max(1.0);
+        }
         let cache = match planned {
             Some(planned) => self.ledger.record(planned, &response.usage, at_ms),
             // Fed without a plan (a driver bug): record without a prediction.
@@ -470,6 +621,7 @@ impl RunState {
                     reused_history_messages: 0,
                     expected_cached_tokens: None,
                     observed_cached_tokens: response.usage.cache_read_tokens,
+                    history_rewritten: false,
                     input_tokens: response.usage.input_tokens,
                     verdict: CacheVerdict::Unreported,
                 }
@@ -718,7 +870,15 @@ impl RunState {
                         results.iter().cloned().map(Message::Tool),
                     );
                 }
-                JournalEvent::Outcome { .. } | JournalEvent::CompactBoundary { .. } => {}
+                JournalEvent::CompactBoundary {
+                    history,
+                    injected,
+                    discardable,
+                    ..
+                } => {
+                    state.log.reset_to(history.clone(), injected, discardable);
+                }
+                JournalEvent::Outcome { .. } => {}
             }
         }
         if let (Some(fingerprint), Some((history, input_tokens, at_ms))) =

@@ -75,7 +75,8 @@ impl LogKey {
 pub enum CacheVerdict {
     /// The agent's first call: nothing was sent before.
     Cold,
-    /// The stable prefix changed since the previous call: the one expected miss.
+    /// The stable prefix changed since the previous call, or a context strategy rewrote the
+    /// history's head: the one expected miss.
     ExpectedMiss,
     /// The provider read at least half of what was expected, or the shortfall is under
     /// [`BUST_MIN_TOKENS`] (too small to judge: providers cache in steps).
@@ -107,6 +108,11 @@ pub struct CacheCheck {
     pub expected_cached_tokens: Option<u64>,
     /// `cache_read_tokens` the provider reported.
     pub observed_cached_tokens: Option<u64>,
+    /// Whether the head of the history changed since the previous call (not every message
+    /// of the previous request leads this one): a context strategy's rewrite, the log's
+    /// ring buffer evicting, or an edit.
+    #[serde(default)]
+    pub history_rewritten: bool,
     /// Input tokens of the call, as reported.
     pub input_tokens: Option<u64>,
     /// The judgement.
@@ -146,6 +152,9 @@ pub struct Planned {
     /// How the digests of the last recorded call become this request's.
     update: Update,
     key: Option<LogKey>,
+    /// A context strategy rewrote the history since the last call, knowingly.
+    #[serde(default)]
+    rewrite_planned: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -205,7 +214,8 @@ impl CacheLedger {
         self.checks.iter().filter(|c| c.is_bust()).count()
     }
 
-    /// How many kept checks are expected misses (prefix changes).
+    /// How many kept checks are expected misses (prefix changes, and history rewrites a
+    /// context strategy planned).
     pub fn expected_misses(&self) -> usize {
         self.checks
             .iter()
@@ -216,8 +226,15 @@ impl CacheLedger {
     /// Plans the request of `prefix` and `history` against the last recorded call. `key`
     /// is the log the history was borrowed from as it stands ([`LogKey::of`]), or `None`
     /// for a history built some other way: with a key that only grew, only the new messages
-    /// are digested.
-    pub fn plan(&self, prefix: &StablePrefix, history: &[Message], key: Option<LogKey>) -> Planned {
+    /// are digested. `rewrite_planned` says a context strategy rewrote the history since the
+    /// last call, so a changed head is the one expected miss rather than a bust.
+    pub fn plan(
+        &self,
+        prefix: &StablePrefix,
+        history: &[Message],
+        key: Option<LogKey>,
+        rewrite_planned: bool,
+    ) -> Planned {
         let fingerprint = prefix.fingerprint();
         let prefix_bytes = prefix.canonical_bytes().len() as u64;
         let seen = &self.seen;
@@ -260,6 +277,7 @@ impl CacheLedger {
             reused_history_bytes: reused_bytes,
             update,
             key,
+            rewrite_planned,
         }
     }
 
@@ -302,10 +320,12 @@ impl CacheLedger {
             reused_history_messages: 0,
             expected_cached_tokens: Some(0),
             observed_cached_tokens: usage.cache_read_tokens,
+            history_rewritten: false,
             input_tokens: usage.input_tokens,
             verdict: CacheVerdict::Cold,
         };
         if let Some(prev) = &self.previous {
+            check.history_rewritten = planned.reused < self.seen.digests.len();
             check.prefix_changed = prev.fingerprint != planned.fingerprint;
             check.reused_history_messages = planned.reused;
             if check.prefix_changed {
@@ -330,6 +350,28 @@ impl CacheLedger {
                     }
                     _ => CacheVerdict::Unreported,
                 };
+                if check.history_rewritten && !check.is_bust() {
+                    // What the previous request had cached that this one no longer repeats.
+                    let lost = prev.input_tokens.map(|tokens| {
+                        (u128::from(tokens) * u128::from(prev_bytes.saturating_sub(shared_bytes))
+                            / u128::from(prev_bytes.max(1))) as u64
+                    });
+                    if planned.rewrite_planned {
+                        check.verdict = CacheVerdict::ExpectedMiss;
+                    } else if let Some(lost) = lost.filter(|l| *l >= BUST_MIN_TOKENS) {
+                        check.verdict = CacheVerdict::Bust {
+                            cause: format!(
+                                "the history changed at message {} of {} without a context \
+                                 strategy planning it (the log's capacity evicted its oldest \
+                                 messages, or it was edited), so about {lost} tokens the \
+                                 provider had cached were sent again uncached; give the agent \
+                                 a context strategy that rewrites in chunks",
+                                planned.reused,
+                                self.seen.digests.len()
+                            ),
+                        };
+                    }
+                }
             }
         }
         match planned.update {
@@ -404,7 +446,7 @@ mod tests {
         let mut ledger = CacheLedger::default();
 
         let first = ledger.record(
-            ledger.plan(&prefix, &history, None),
+            ledger.plan(&prefix, &history, None, false),
             &usage(2000, Some(0)),
             0,
         );
@@ -412,7 +454,7 @@ mod tests {
 
         history.push(Message::user("more"));
         let hit = ledger.record(
-            ledger.plan(&prefix, &history, None),
+            ledger.plan(&prefix, &history, None, false),
             &usage(2010, Some(1920)),
             0,
         );
@@ -423,18 +465,26 @@ mod tests {
 
         history.push(Message::user("again"));
         let bust = ledger.record(
-            ledger.plan(&prefix, &history, None),
+            ledger.plan(&prefix, &history, None, false),
             &usage(2020, Some(0)),
             0,
         );
         assert!(bust.is_bust(), "{bust:?}");
 
         prefix.set_system("changed");
-        let miss = ledger.record(ledger.plan(&prefix, &history, None), &usage(30, Some(0)), 0);
+        let miss = ledger.record(
+            ledger.plan(&prefix, &history, None, false),
+            &usage(30, Some(0)),
+            0,
+        );
         assert_eq!(miss.verdict, CacheVerdict::ExpectedMiss);
         assert!(miss.prefix_changed);
 
-        let unreported = ledger.record(ledger.plan(&prefix, &history, None), &usage(30, None), 0);
+        let unreported = ledger.record(
+            ledger.plan(&prefix, &history, None, false),
+            &usage(30, None),
+            0,
+        );
         assert_eq!(unreported.verdict, CacheVerdict::Unreported);
         assert_eq!((ledger.busts(), ledger.expected_misses()), (1, 1));
         assert_eq!(ledger.checks().len(), 5);
@@ -448,12 +498,12 @@ mod tests {
         let history = vec![Message::user("a")];
         let mut ledger = CacheLedger::default();
         ledger.record(
-            ledger.plan(&prefix, &history, None),
+            ledger.plan(&prefix, &history, None, false),
             &usage(900, Some(0)),
             0,
         );
         let second = ledger.record(
-            ledger.plan(&prefix, &history, None),
+            ledger.plan(&prefix, &history, None, false),
             &usage(900, Some(0)),
             0,
         );
@@ -475,18 +525,18 @@ mod tests {
         let mut log = log_of(3, 100);
         let mut ledger = CacheLedger::default();
         let key = LogKey::of(&log);
-        let planned = ledger.plan(&prefix, log.as_slice(), Some(key));
+        let planned = ledger.plan(&prefix, log.as_slice(), Some(key), false);
         assert!(matches!(&planned.update, Update::Replace(d) if d.len() == 3));
         ledger.record(planned, &usage(3000, Some(0)), 0);
 
         log.push(Message::user("message 3"));
         log.push(Message::user("message 4"));
         let key = LogKey::of(&log);
-        let planned = ledger.plan(&prefix, log.as_slice(), Some(key));
+        let planned = ledger.plan(&prefix, log.as_slice(), Some(key), false);
         assert!(matches!(&planned.update, Update::Grow { drop_front: 0, tail } if tail.len() == 2));
         assert_eq!(planned.reused, 3);
         // The same figures as digesting everything anew.
-        let full = ledger.plan(&prefix, log.as_slice(), None);
+        let full = ledger.plan(&prefix, log.as_slice(), None, false);
         assert_eq!(
             (full.reused, full.reused_history_bytes),
             (3, planned.reused_history_bytes)
@@ -502,18 +552,18 @@ mod tests {
         let mut log = log_of(4, 4);
         let mut ledger = CacheLedger::default();
         let key = LogKey::of(&log);
-        let planned = ledger.plan(&prefix, log.as_slice(), Some(key));
+        let planned = ledger.plan(&prefix, log.as_slice(), Some(key), false);
         ledger.record(planned, &usage(3000, Some(0)), 0);
         log.push(Message::user("message 4")); // evicts message 0
         let key = LogKey::of(&log);
-        let planned = ledger.plan(&prefix, log.as_slice(), Some(key));
+        let planned = ledger.plan(&prefix, log.as_slice(), Some(key), false);
         assert!(matches!(&planned.update, Update::Grow { drop_front: 1, tail } if tail.len() == 1));
         assert_eq!(planned.reused, 0, "the first message changed");
         ledger.record(planned, &usage(3000, Some(2900)), 0);
 
         log.retain(|i, _, _| i != 2); // an edit: a new generation
         let key = LogKey::of(&log);
-        let planned = ledger.plan(&prefix, log.as_slice(), Some(key));
+        let planned = ledger.plan(&prefix, log.as_slice(), Some(key), false);
         assert!(matches!(&planned.update, Update::Replace(d) if d.len() == 3));
         assert_eq!(planned.reused, 2);
     }
@@ -524,12 +574,12 @@ mod tests {
         let history = vec![Message::user("a")];
         let mut ledger = CacheLedger::default();
         ledger.record(
-            ledger.plan(&prefix, &history, None),
+            ledger.plan(&prefix, &history, None, false),
             &usage(2000, Some(0)),
             1_000,
         );
         let late = ledger.record(
-            ledger.plan(&prefix, &history, None),
+            ledger.plan(&prefix, &history, None, false),
             &usage(2000, Some(0)),
             601_000,
         );

@@ -45,6 +45,7 @@
 pub mod agent;
 pub mod cancel;
 pub mod clock;
+pub mod context;
 mod dispatch;
 mod drive;
 pub mod engine;
@@ -71,6 +72,7 @@ pub mod tool;
 pub use agent::{DEFAULT_MAX_STEPS, HaloAgent, HaloAgentBuilder};
 pub use cancel::CancelToken;
 pub use clock::{Clock, SystemClock};
+pub use context::{ContextBudget, ContextConfig, ContextPlan, ContextStrategy, TokenEstimator};
 pub use engine::{Next, PendingStep, RunState};
 pub use error::HaloError;
 pub use guardrail::{

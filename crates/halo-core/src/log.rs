@@ -374,6 +374,55 @@ impl MessageLog {
         self.generation += 1;
     }
 
+    /// Replaces the message at `index` with `message`, keeping its marks; returns whether
+    /// `index` was in the log. The caller keeps the pairing: a tool result replaced by a
+    /// result of the same call, an assistant turn by one with the same call ids.
+    pub fn replace(&mut self, index: usize, message: Message) -> bool {
+        let Some(slot) = self.messages.get_mut(index) else {
+            return false;
+        };
+        *slot = message;
+        self.generation += 1;
+        true
+    }
+
+    /// Inserts `message` before the message at `index` (at the end when `index` is the
+    /// length or more), unmarked. The caller keeps the pairing (a summary is a user or an
+    /// assistant message without calls, inserted between units).
+    pub fn insert(&mut self, index: usize, message: Message) {
+        let index = index.min(self.messages.len());
+        self.messages.insert(index, message);
+        self.meta.insert(index, Meta::default());
+        self.generation += 1;
+    }
+
+    /// The indices of the messages marked injected.
+    pub fn injected_indices(&self) -> Vec<usize> {
+        (0..self.meta.len())
+            .filter(|&i| self.meta[i].injected)
+            .collect()
+    }
+
+    /// The indices of the messages marked discardable.
+    pub fn discardable_indices(&self) -> Vec<usize> {
+        (0..self.meta.len())
+            .filter(|&i| self.meta[i].discardable)
+            .collect()
+    }
+
+    /// Replaces the whole history with `messages`, marking those at `injected` and
+    /// `discardable` (a history rewritten by a context strategy, restored from the journal).
+    pub fn reset_to(&mut self, messages: Vec<Message>, injected: &[usize], discardable: &[usize]) {
+        self.meta = (0..messages.len())
+            .map(|i| Meta {
+                injected: injected.contains(&i),
+                discardable: discardable.contains(&i),
+            })
+            .collect();
+        self.messages = messages.into();
+        self.generation += 1;
+    }
+
     fn keep_where(&mut self, keeps: &[bool]) {
         let mut i = 0;
         self.messages.retain(|_| {

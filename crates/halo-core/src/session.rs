@@ -73,8 +73,19 @@ pub enum JournalEvent {
         /// When.
         at_ms: u64,
     },
-    /// Reserved for context strategies: the history before this point was compacted.
+    /// A context strategy rewrote the history (truncated, evicted or compacted it) before a
+    /// model call: from here on the history is `history`, and what the journal held before
+    /// is not needed to restore the session.
     CompactBoundary {
+        /// The history after the rewrite.
+        #[serde(default)]
+        history: Vec<Message>,
+        /// Indices in `history` of messages injected by steering.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        injected: Vec<usize>,
+        /// Indices in `history` of discardable messages.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        discardable: Vec<usize>,
         /// When.
         at_ms: u64,
     },

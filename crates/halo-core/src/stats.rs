@@ -40,6 +40,9 @@ pub struct AgentStats {
     pub expected_cached_tokens: u64,
     /// Calls the ledger judged a cache bust ([`AgentEvent::CacheBust`](crate::AgentEvent::CacheBust)).
     pub cache_busts: u64,
+    /// Times a context strategy rewrote the history ([`crate::context`]): each is one
+    /// expected cache miss on everything after the change.
+    pub history_rewrites: u64,
 }
 
 impl AgentStats {
@@ -72,6 +75,9 @@ impl AgentStats {
                 .expected_cached_tokens
                 .saturating_sub(earlier.expected_cached_tokens),
             cache_busts: self.cache_busts.saturating_sub(earlier.cache_busts),
+            history_rewrites: self
+                .history_rewrites
+                .saturating_sub(earlier.history_rewrites),
         }
     }
 

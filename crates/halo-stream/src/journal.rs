@@ -457,7 +457,15 @@ mod tests {
                 injected: true,
                 at_ms: 4,
             },
-            JournalEvent::CompactBoundary { at_ms: 5 },
+            JournalEvent::CompactBoundary {
+                history: vec![
+                    Message::user("fix the bug"),
+                    Message::user("also the tests"),
+                ],
+                injected: vec![1],
+                discardable: vec![],
+                at_ms: 5,
+            },
             JournalEvent::Outcome {
                 outcome: JournalOutcome::Error {
                     message: "rate limited".into(),

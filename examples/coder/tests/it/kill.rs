@@ -92,7 +92,7 @@ fn check(events: &[JournalEvent]) -> Progress {
             | JournalEvent::User { at_ms, .. }
             | JournalEvent::Step { at_ms, .. }
             | JournalEvent::Outcome { at_ms, .. }
-            | JournalEvent::CompactBoundary { at_ms } => *at_ms,
+            | JournalEvent::CompactBoundary { at_ms, .. } => *at_ms,
             other => panic!("unexpected event {other:?}"),
         };
         assert!(at_ms >= last_ms, "event {i} is older than the one before");

@@ -1,0 +1,214 @@
+//! The context seam: keeping a session inside the model's context window without churning
+//! the prompt cache.
+//!
+//! Before each model call the engine asks the agent's [`ContextStrategy`] for a
+//! [`ContextPlan`] — given the prefix, the log and a [`ContextBudget`] — and applies it
+//! between steps ([`RunState::prepare_context`](crate::RunState::prepare_context)), never
+//! inside one, never touching the prefix. The plan says which whole messages to drop, which
+//! to replace in place (an evicted tool result, say) and where to insert a summary. Every
+//! change to the head of the history costs a prompt-cache miss on everything after it, so a
+//! good strategy rewrites rarely and in chunks (high- and low-water marks); the engine tells
+//! the [`CacheLedger`](crate::CacheLedger) about each rewrite before the request goes out, so
+//! the ledger counts it as the one expected miss, and a change nobody planned (the log's ring
+//! buffer evicting, a hand edit) as a bust.
+//!
+//! The strategies themselves live in `halo-strategies`; this module is the seam:
+//! [`ContextStrategy`] (pure and synchronous), [`ContextBudget`] (the window, the tokens in
+//! use and how to estimate more) and [`TokenEstimator`] (a local token count, calibrated
+//! against the provider's reports).
+//!
+//! Tokens in use are estimated as Agentica does: the local estimate of the request times a
+//! calibration factor `max(1, reported / estimated)` from the last call (the provider's
+//! `input_tokens`, cached tokens included once), so thresholds only ever move up when the
+//! local count is low.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::log::MessageLog;
+use crate::message::Message;
+use crate::prefix::StablePrefix;
+
+/// Counts tokens locally, for the [`ContextBudget`]. Calibrated against the provider's
+/// reported input tokens, so a rough count that runs low is corrected upward.
+pub trait TokenEstimator: Send + Sync + fmt::Debug {
+    /// About how many tokens `text` is.
+    fn estimate(&self, text: &str) -> u64;
+}
+
+/// The estimate of last resort: one token per 4 bytes, rounded up (English prose runs about
+/// 4 characters per token in GPT and Claude tokenizers; code and JSON run denser, which the
+/// calibration factor corrects).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BytesEstimator;
+
+impl TokenEstimator for BytesEstimator {
+    fn estimate(&self, text: &str) -> u64 {
+        (text.len() as u64).div_ceil(4)
+    }
+}
+
+/// About how many tokens `message` is, by `estimator` over its JSON form (text, tool calls
+/// and their arguments, tool results), plus 4 for the role and framing.
+pub fn message_tokens(estimator: &dyn TokenEstimator, message: &Message) -> u64 {
+    let json = serde_json::to_string(message).unwrap_or_default();
+    estimator.estimate(&json) + 4
+}
+
+/// How full the context is before a model call, for a [`ContextStrategy`].
+#[derive(Debug, Clone, Copy)]
+pub struct ContextBudget<'a> {
+    /// The model's context window, in tokens.
+    pub context_window: u64,
+    /// The tokens the request would use as the log stands (prefix and history), calibrated.
+    pub used_tokens: u64,
+    /// The calibration factor, at least 1: the last call's reported input tokens over the
+    /// local estimate of that request.
+    pub calibration: f64,
+    /// The local token count behind the estimates.
+    pub estimator: &'a dyn TokenEstimator,
+}
+
+impl ContextBudget<'_> {
+    /// `used_tokens` as a share of the window (0.0 to, when over, above 1.0).
+    pub fn usage(&self) -> f64 {
+        self.used_tokens as f64 / self.context_window.max(1) as f64
+    }
+
+    /// The calibrated tokens of one message.
+    pub fn tokens(&self, message: &Message) -> u64 {
+        (message_tokens(self.estimator, message) as f64 * self.calibration).ceil() as u64
+    }
+
+    /// `share` of the window, in tokens.
+    pub fn of_window(&self, share: f64) -> u64 {
+        (self.context_window as f64 * share) as u64
+    }
+}
+
+/// What a [`ContextStrategy`] wants done to the history before the next model call. Indices
+/// are into the log as it stands ([`MessageLog::messages`]). The engine applies a plan
+/// whole or, where it breaks a rule, not at all (with a warning): it never drops or replaces
+/// a message of the live tool round (from the last assistant message on, whose results the
+/// model has not seen), a replacement keeps the message's role (a tool result stays the
+/// result of the same call), and a call and its results are dropped together or not at all
+/// (a partial unit is widened to the whole unit by [`MessageLog::retain`]'s pairing repair).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ContextPlan {
+    /// Messages to drop.
+    pub drop: BTreeSet<usize>,
+    /// Messages to replace in place, with their replacements.
+    pub replace: Vec<(usize, Message)>,
+    /// A message (a summary) to insert before the message at this index, after the drops
+    /// and replacements, counted in the log as it stands.
+    pub insert: Option<(usize, Message)>,
+}
+
+impl ContextPlan {
+    /// The plan that changes nothing.
+    pub fn keep() -> Self {
+        ContextPlan::default()
+    }
+
+    /// Whether the plan changes nothing.
+    pub fn is_keep(&self) -> bool {
+        self.drop.is_empty() && self.replace.is_empty() && self.insert.is_none()
+    }
+}
+
+/// Decides, before each model call, how the history fits the context window. Pure and
+/// synchronous: the same prefix, log and budget give the same plan. A strategy that needs a
+/// model call (summarizing) does it in a `Compactor` between runs; this seam only plans.
+pub trait ContextStrategy: Send + Sync + fmt::Debug {
+    /// The plan for the history before the next model call.
+    fn plan(
+        &self,
+        prefix: &StablePrefix,
+        log: &MessageLog,
+        budget: &ContextBudget<'_>,
+    ) -> ContextPlan;
+}
+
+/// An agent's context settings: the strategy, the model's window and the token count.
+#[derive(Debug, Clone)]
+pub struct ContextConfig {
+    /// The strategy.
+    pub strategy: Arc<dyn ContextStrategy>,
+    /// The model's context window, in tokens.
+    pub context_window: u64,
+    /// The local token count (default [`BytesEstimator`]).
+    pub estimator: Arc<dyn TokenEstimator>,
+}
+
+impl ContextConfig {
+    /// `strategy` over a window of `context_window` tokens, counting with [`BytesEstimator`].
+    pub fn new(strategy: Arc<dyn ContextStrategy>, context_window: u64) -> Self {
+        ContextConfig {
+            strategy,
+            context_window,
+            estimator: Arc::new(BytesEstimator),
+        }
+    }
+
+    /// Counts tokens with `estimator` instead.
+    pub fn with_estimator(mut self, estimator: Arc<dyn TokenEstimator>) -> Self {
+        self.estimator = estimator;
+        self
+    }
+}
+
+/// Where the live tool round starts: the index of the last assistant message (its results,
+/// and anything injected after them, the model has not seen yet), or the log's length when
+/// it holds no assistant message.
+pub fn live_round_start(log: &MessageLog) -> usize {
+    let n = log.len();
+    log.messages()
+        .enumerate()
+        .filter(|(_, m)| matches!(m, Message::Assistant(_)))
+        .last()
+        .map_or(n, |(i, _)| i)
+}
+
+/// The log's units, in order, as index ranges: a user or system message on its own, or an
+/// assistant message with the tool results that follow it (the unit a call and its results
+/// are dropped as). A result without its call ahead of it is a unit of its own.
+pub fn units(log: &MessageLog) -> Vec<std::ops::Range<usize>> {
+    let messages: Vec<&Message> = log.messages().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < messages.len() {
+        let start = i;
+        i += 1;
+        if matches!(messages[start], Message::Assistant(_)) {
+            while i < messages.len() && matches!(messages[i], Message::Tool(_)) {
+                i += 1;
+            }
+        }
+        out.push(start..i);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bytes_estimate_rounds_up() {
+        assert_eq!(BytesEstimator.estimate(""), 0);
+        assert_eq!(BytesEstimator.estimate("abcd"), 1);
+        assert_eq!(BytesEstimator.estimate("abcde"), 2);
+    }
+
+    #[test]
+    fn the_live_round_starts_at_the_last_assistant_message() {
+        let mut log = MessageLog::default();
+        assert_eq!(live_round_start(&log), 0);
+        log.push(Message::user("task"));
+        assert_eq!(live_round_start(&log), 1);
+        log.push(Message::assistant("a"));
+        log.push(Message::user("b"));
+        assert_eq!(live_round_start(&log), 1);
+    }
+}

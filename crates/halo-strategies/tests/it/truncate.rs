@@ -1,0 +1,148 @@
+//! TruncateStrategy over a 200-step session on a 32k window.
+
+use std::sync::Arc;
+
+use halo_core::context::{self, ContextBudget, ContextPlan};
+use halo_core::{CacheVerdict, ContextStrategy, HaloAgent, Message, MessageLog, StablePrefix};
+use halo_strategies::TruncateStrategy;
+
+use crate::session::{CacheModel, Fail, Read, Turn, check_invariants, run};
+
+/// 200 steps of one or two reads of 200 to 3,000 bytes (a fixed pseudo-random mix), some
+/// failing, then the answer.
+pub fn long_session() -> Vec<Turn> {
+    let mut x: u64 = 0x9e37_79b9;
+    let mut next = move |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    (0..200)
+        .map(|_| {
+            let calls = 1 + next(2) as usize;
+            Turn::Calls(
+                (0..calls)
+                    .map(|_| (next(10) > 0).then(|| 200 + next(2_800) as usize))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_200_step_session_stays_in_the_window_rewriting_rarely_and_mostly_cached() {
+    let window = 32_000;
+    let report = run(Arc::new(TruncateStrategy::new()), window, long_session());
+    report.result.as_ref().expect("the run finishes");
+    check_invariants(&report);
+    eprintln!(
+        "200 steps on {window} tokens: {} rewrites, peak {} tokens, {:.3} of input cached",
+        report.rewrites,
+        report.peak_tokens(),
+        report.cached_share()
+    );
+    assert_eq!(report.seen.len(), 201);
+    assert!(
+        report.peak_tokens() <= window,
+        "a request of {} tokens on a {window}-token window",
+        report.peak_tokens()
+    );
+    assert!(
+        (2..=12).contains(&report.rewrites),
+        "{} rewrites in 200 steps",
+        report.rewrites
+    );
+    assert!(
+        report.cached_share() >= 0.85,
+        "cached share {:.3}",
+        report.cached_share()
+    );
+}
+
+/// The naive sliding window: whenever the request is over the mark, drop just enough of the
+/// oldest units — so once full, it rewrites the head of the history on every step.
+#[derive(Debug)]
+struct Sliding(f64);
+
+impl ContextStrategy for Sliding {
+    fn plan(&self, _: &StablePrefix, log: &MessageLog, budget: &ContextBudget<'_>) -> ContextPlan {
+        let messages: Vec<&Message> = log.messages().collect();
+        let live = context::live_round_start(log);
+        let mut plan = ContextPlan::keep();
+        let mut used = budget.used_tokens;
+        for unit in context::units(log).into_iter().skip(1) {
+            if used <= budget.of_window(self.0) || unit.end > live {
+                break;
+            }
+            used -= unit
+                .clone()
+                .map(|i| budget.tokens(messages[i]))
+                .sum::<u64>();
+            plan.drop.extend(unit);
+        }
+        plan
+    }
+}
+
+// The control: the same session through a per-step sliding window is predicted just as well
+// (every rewrite an expected miss) but rewrites on nearly every step and caches little —
+// what the chunked marks avoid.
+#[test]
+fn a_per_step_sliding_window_rewrites_every_step_and_caches_little() {
+    let report = run(Arc::new(Sliding(0.8)), 32_000, long_session());
+    report.result.as_ref().expect("the run finishes");
+    check_invariants(&report);
+    // Once the window is full it rewrites on most steps (a step that drops a large unit
+    // buys the next one).
+    let first = report
+        .seen
+        .iter()
+        .position(|s| s.tokens > 25_000)
+        .expect("the window fills");
+    eprintln!(
+        "sliding: full at step {first}, {} rewrites, {:.3} of input cached",
+        report.rewrites,
+        report.cached_share()
+    );
+    assert!(
+        report.rewrites as usize >= (200 - first) * 2 / 3,
+        "{} rewrites after filling at {first}",
+        report.rewrites
+    );
+    assert!(
+        report.cached_share() < 0.6,
+        "cached share {:.3}",
+        report.cached_share()
+    );
+}
+
+// Without a strategy, the log's capacity is the only bound: once full it evicts on every
+// push, and the ledger reports each rewrite it was not told of as a bust.
+#[test]
+fn ring_buffer_evictions_are_reported_as_busts() {
+    let model = CacheModel::new(long_session().into_iter().take(60));
+    let mut agent = HaloAgent::builder(model)
+        .tool(Read)
+        .unwrap()
+        .tool(Fail)
+        .unwrap()
+        .max_steps(61)
+        .log_capacity(40)
+        .build();
+    futures::executor::block_on(agent.generate_text("Find the bug.")).expect("the run finishes");
+    let busts: Vec<_> = agent
+        .cache_ledger()
+        .checks()
+        .filter(|c| c.is_bust())
+        .collect();
+    assert!(busts.len() > 30, "{} busts", busts.len());
+    let CacheVerdict::Bust { cause } = &busts[0].verdict else {
+        unreachable!()
+    };
+    assert!(
+        cause.contains("without a context strategy planning it"),
+        "{cause}"
+    );
+    assert_eq!(agent.stats().history_rewrites, 0);
+}
