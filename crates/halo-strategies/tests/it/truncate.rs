@@ -146,3 +146,41 @@ fn ring_buffer_evictions_are_reported_as_busts() {
     );
     assert_eq!(agent.stats().history_rewrites, 0);
 }
+
+// A rewrite is journaled as a compact boundary holding the new history, so a session
+// restored from the journal has the same log as the one that ran, rewrites included.
+#[test]
+fn a_session_restored_from_its_journal_has_the_rewritten_history() {
+    use halo_core::{JournalEvent, MemoryStore};
+
+    let store = Arc::new(MemoryStore::new());
+    let model = CacheModel::new(long_session().into_iter().take(80));
+    let mut agent = HaloAgent::builder(model)
+        .tool(Read)
+        .unwrap()
+        .tool(Fail)
+        .unwrap()
+        .max_steps(81)
+        .session(store.clone())
+        .context(halo_core::ContextConfig::new(
+            Arc::new(TruncateStrategy::new()),
+            16_000,
+        ))
+        .build();
+    futures::executor::block_on(agent.generate_text("Find the bug.")).expect("the run finishes");
+    let boundaries = store
+        .events()
+        .iter()
+        .filter(|e| matches!(e, JournalEvent::CompactBoundary { .. }))
+        .count() as u64;
+    assert!(boundaries >= 2, "{boundaries} boundaries");
+    assert_eq!(boundaries, agent.stats().history_rewrites);
+
+    let mut restored = HaloAgent::builder(CacheModel::new([]))
+        .session(store.clone())
+        .build();
+    futures::executor::block_on(restored.restore_session()).expect("the journal loads");
+    let ran: Vec<&Message> = agent.log().messages().collect();
+    let back: Vec<&Message> = restored.log().messages().collect();
+    assert_eq!(back, ran);
+}
