@@ -7,6 +7,7 @@ mod common;
 mod confinement;
 mod conformance;
 mod escape;
+mod escape_bash;
 mod exec_limits;
 mod files;
 mod policy;
