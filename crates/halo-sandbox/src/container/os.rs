@@ -4,9 +4,10 @@
 //! give it its own view of the machine:
 //!
 //! - the host's filesystem bound read-only at `/`, with fresh `/proc` (of its own PID
-//!   namespace) and a minimal `/dev`, `/tmp` a private, empty tmpfs (when the root lies
-//!   under `/tmp`, the folders leading to it there are read-only), and `/run` an empty one,
-//!   hiding the machine's sockets (D-Bus, Docker);
+//!   namespace; its machine-wide settings, `/proc/sys` and the like, read-only) and a
+//!   minimal `/dev`, `/tmp` a private, empty tmpfs (when the root lies under `/tmp`, the
+//!   folders leading to it there are read-only), and `/run` an empty one, hiding the
+//!   machine's sockets (D-Bus, Docker);
 //! - in [`SandboxMode::WorkspaceWrite`], the root bound read-write at its own path and each
 //!   protected path that exists bound read-only over it; in [`SandboxMode::ReadOnly`], the
 //!   root read-only too, and `/tmp` remounted read-only;
@@ -130,6 +131,10 @@ fn probe() -> Result<(), String> {
     }
 }
 
+/// The parts of the command's `/proc` bound read-only over it: the machine-wide ones
+/// bubblewrap means to cover (`/proc/sys`: kernel settings; `sysrq-trigger`; `irq`; `bus`).
+const PROC_COVERED: [&str; 4] = ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"];
+
 /// The program to run a command under the OS sandbox.
 pub(crate) fn program() -> &'static str {
     BWRAP
@@ -162,22 +167,22 @@ pub(crate) fn bwrap_args(
     if !network {
         push(&["--unshare-net"]);
     }
+    push(&["--ro-bind", "/", "/", "--proc", "/proc"]);
+    // bubblewrap covers these with read-only binds only where `access(W_OK)` says they are
+    // writable, and on the `/proc/sys` folder it says no even to root, whose writes to the
+    // sysctl files in it need no capability for many of them: a command run as root would
+    // change the machine's kernel settings (`vm.*`; `kernel.core_pattern`, whose pipe runs
+    // a program as root outside every namespace). So bind them read-only whoever runs.
+    // The source is the machine's /proc; a sysctl file shows the settings of the reader's
+    // own namespaces (network, UTS), so commands still read theirs.
+    for covered in PROC_COVERED {
+        push(&["--ro-bind-try", covered, covered]);
+    }
     push(&[
-        "--ro-bind",
-        "/",
-        "/",
-        "--proc",
-        "/proc",
-        "--dev",
-        "/dev",
-        "--perms",
-        "1777",
-        "--tmpfs",
-        "/tmp",
+        "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp",
         // The machine's sockets (`/run/dbus`, `/run/docker.sock`, ...) are files a command
         // could connect to through the read-only bind, whatever the network namespace.
-        "--tmpfs",
-        "/run",
+        "--tmpfs", "/run",
     ]);
     // A root under /tmp is bound into the private tmpfs, whose folders leading to it would be
     // writable: make them read-only (0555; the command has no CAP_DAC_OVERRIDE), so `../x`
@@ -258,8 +263,12 @@ mod tests {
         let joined = args.join(" ");
         assert!(
             joined.ends_with(
-                "--unshare-net --ro-bind / / --proc /proc --dev /dev --perms 1777 --tmpfs /tmp \
-                 --tmpfs /run --bind /tmp/r /tmp/r --ro-bind /tmp/r/.git /tmp/r/.git --chdir /tmp/r"
+                "--unshare-net --ro-bind / / --proc /proc \
+                 --ro-bind-try /proc/sys /proc/sys \
+                 --ro-bind-try /proc/sysrq-trigger /proc/sysrq-trigger \
+                 --ro-bind-try /proc/irq /proc/irq --ro-bind-try /proc/bus /proc/bus \
+                 --dev /dev --perms 1777 --tmpfs /tmp --tmpfs /run \
+                 --bind /tmp/r /tmp/r --ro-bind /tmp/r/.git /tmp/r/.git --chdir /tmp/r"
             ),
             "{joined}"
         );
