@@ -159,8 +159,10 @@ fn check(runner: &Runner, base: &Path) -> Result<(), Box<dyn std::error::Error>>
     let udp = UdpSocket::bind("127.0.0.1:0")?;
     udp.set_read_timeout(Some(Duration::from_millis(300)))?;
     let udp_port = udp.local_addr()?.port();
-    let host_tmp = PathBuf::from(format!("/tmp/halo-tools-bench-{}", std::process::id()));
-    std::fs::write(&host_tmp, "")?;
+    // Removed when dropped, also when the check fails.
+    let host_tmp = tempfile::Builder::new()
+        .prefix("halo-tools-bench-")
+        .tempfile_in("/tmp")?;
     let mut probes = Probes {
         outside: outside.clone(),
         udp,
@@ -211,7 +213,7 @@ fn check(runner: &Runner, base: &Path) -> Result<(), Box<dyn std::error::Error>>
         },
         Probe {
             name: "the host's /tmp seen",
-            command: format!("test -e {}", host_tmp.display()),
+            command: format!("test -e {}", host_tmp.path().display()),
             read: |o, _| if o.exit_code == Some(0) { "yes" } else { "no" }.into(),
         },
         Probe {
@@ -247,7 +249,6 @@ fn check(runner: &Runner, base: &Path) -> Result<(), Box<dyn std::error::Error>>
         );
     }
     let _ = std::fs::remove_file(&outside);
-    let _ = std::fs::remove_file(&host_tmp);
     // Drain what the TCP probes left in the listener's backlog (nothing reads it).
     tcp.set_nonblocking(true)?;
     while let Ok((mut s, _)) = tcp.accept() {
