@@ -1,15 +1,21 @@
 //! `cargo xtask bench tools`: the sandbox's `grep` and `glob` tools over a generated
 //! 50,000-file tree next to ripgrep (`rg`) on the same queries, with the ratio tool / rg
-//! (goal: at most 1.5, judged on the ratio as printed, to two decimals: `1.50x` meets it).
+//! (goal: at most 1.5, judged on the ratio as printed, to two decimals: `1.50x` meets it);
+//! then `exec`: p50 and p95 wall time of `true` and `ls -la` through `Sandbox::exec` in
+//! bubblewrap (`WorkspaceWrite`) and unconfined (`FullAccess`), and under Landlock + seccomp
+//! (the alternative issue 11 weighed), after a check of what each one confines, with the time
+//! bubblewrap adds at p50 (goal: at most 20 ms per command).
 //!
 //! The tree is generated once under `target/bench-tools/tree` (deterministic content,
 //! about 50 MB; kept between runs, regenerated when its format version changes): 50,000
 //! files under `src/` (mostly `.rs`, a tenth `Cargo.toml`-like `.toml`, a hundredth
 //! `.md`), plus a `.gitignore` that ignores `target/` and `*.log` with files there, and a
 //! hidden folder, which both sides must skip. Then the example
-//! `crates/halo-sandbox/examples/tools_bench.rs` runs in release mode and prints the
-//! figures; its docs say how rg is made comparable. `rg` comes from Debian's `ripgrep`
-//! package, installed with apt-get when missing and running as root. Nothing is asserted.
+//! `crates/halo-sandbox/examples/tools_bench/` runs in release mode and prints the
+//! figures; its docs say how rg is made comparable and how exec is timed. `rg` comes from
+//! Debian's `ripgrep` package and `bwrap` from `bubblewrap`, each installed with apt-get when
+//! missing and running as root. Nothing is asserted. The exec section alone, without the tree:
+//! `cargo run -q --release -p halo-sandbox --example tools_bench -- --exec`.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -28,9 +34,14 @@ const FILES: usize = 100;
 /// Runs the benchmark.
 ///
 /// # Errors
-/// rg is missing and cannot be installed, the tree cannot be written, or the example fails.
+/// rg or bubblewrap is missing and cannot be installed, the tree cannot be written, or the
+/// example fails.
 pub fn run() -> anyhow::Result<()> {
     ensure_rg()?;
+    // The exec section runs on Linux only, where it needs bubblewrap.
+    if cfg!(target_os = "linux") {
+        crate::prereqs::ensure_sandbox()?;
+    }
     let root = crate::root();
     let dir = crate::interop::target_dir(&root).join("bench-tools");
     let tree = dir.join("tree");

@@ -89,7 +89,8 @@ pub enum Bench {
     Models,
     /// SSE decode throughput and time to the first event.
     Sse,
-    /// The sandbox's grep and glob against ripgrep on a 50,000-file tree.
+    /// The sandbox's grep and glob against ripgrep on a 50,000-file tree; exec with and
+    /// without bubblewrap (and under Landlock).
     Tools,
 }
 

@@ -1,10 +1,14 @@
-//! The `grep` and `glob` tools of a `ContainerSandbox` next to ripgrep (`rg`) on the same
-//! queries over the same tree; run by `cargo xtask bench tools`, which generates the tree
-//! and builds this in release mode.
+//! `cargo xtask bench tools`, which generates the tree and builds this in release mode: the
+//! `grep` and `glob` tools of a `ContainerSandbox` next to ripgrep (`rg`) on the same queries
+//! over the same tree, then the wall time of `exec` with and without the OS sandbox
+//! ([`exec`]; Linux only).
 //!
-//! Usage: `tools_bench TREE [RUNS [FILTER]]`. Each query (or those whose name contains
-//! FILTER) runs once to warm the page cache, then `RUNS` times (default 5); the best time of
-//! each side is printed with the ratio tool / rg (goal: at most 1.5). Nothing is asserted.
+//! Usage: `tools_bench TREE [RUNS [FILTER]]`, or `tools_bench --exec` for the exec section
+//! alone (no tree needed). FILTER keeps the rows whose name contains it: the grep and glob
+//! queries by name, the exec section as a whole by the name `exec` (so `exec` as FILTER runs
+//! only it, and `grep` only the greps). Each query runs once to warm the page cache, then
+//! `RUNS` times (default 5); the best time of each side is printed with the ratio tool / rg
+//! (goal: at most 1.5). Nothing is asserted.
 //!
 //! The tools run through the public API, as an agent calls them (`DynTool::call_json`, JSON
 //! arguments in, the bounded text result out), in this process. `rg` runs as a child
@@ -19,6 +23,11 @@
 //! sorts its results and keeps the first 1000, opens each file through cap-std
 //! (`openat2(RESOLVE_BENEATH)`) and reads each `.gitignore` through it; rg prints every
 //! result unsorted.
+
+#[cfg(target_os = "linux")]
+mod exec;
+#[cfg(target_os = "linux")]
+mod landlock;
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -48,7 +57,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let tree = args
         .next()
-        .ok_or("usage: tools_bench TREE [RUNS [FILTER]]")?;
+        .ok_or("usage: tools_bench TREE [RUNS [FILTER]] | tools_bench --exec")?;
+    if tree == "--exec" {
+        return run_exec();
+    }
     let runs: usize = args.next().map(|r| r.parse()).transpose()?.unwrap_or(5);
     let filter = args.next().unwrap_or_default();
     let queries = [
@@ -84,10 +96,42 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         },
     ];
 
+    let searched = queries.iter().any(|q| q.name.contains(&filter));
+    if searched {
+        search(&tree, runs, &filter, &queries)?;
+    }
+    // The exec section's rows go by the name `exec`.
+    if "exec".contains(filter.as_str()) {
+        if searched {
+            println!();
+        }
+        run_exec()?;
+    }
+    Ok(())
+}
+
+/// The exec section ([`exec`]).
+fn run_exec() -> Result<(), Box<dyn std::error::Error>> {
+    #[cfg(target_os = "linux")]
+    return exec::run();
+    #[cfg(not(target_os = "linux"))]
+    {
+        println!("exec: skipped, the OS sandboxes measured (bubblewrap, Landlock) are Linux's");
+        Ok(())
+    }
+}
+
+/// The grep and glob queries whose name contains `filter`, tool against rg.
+fn search(
+    tree: &str,
+    runs: usize,
+    filter: &str,
+    queries: &[Query],
+) -> Result<(), Box<dyn std::error::Error>> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let sandbox = ContainerSandbox::new(&tree)?;
+    let sandbox = ContainerSandbox::new(tree)?;
     let tools = sandbox.tools();
     let tool = |name: &str| {
         tools
@@ -106,7 +150,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "query", "tool ms", "rg ms", "ratio"
     );
     let mut worst: f64 = 0.0;
-    for q in queries.iter().filter(|q| q.name.contains(&filter)) {
+    for q in queries.iter().filter(|q| q.name.contains(filter)) {
         let t = tool(q.tool)?;
         let (tool_time, tool_out) = best_of(runs, || {
             let t = t.clone();
@@ -114,7 +158,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             runtime.block_on(async move { t.call_json(args).await })
         });
         let tool_out = tool_out.map_err(|e| format!("{}: {e}", q.name))?;
-        let (rg_time, rg_out) = best_of(runs, || run_rg(&tree, q.rg));
+        let (rg_time, rg_out) = best_of(runs, || run_rg(tree, q.rg));
         let rg_lines = rg_out?;
         let ratio = tool_time.as_secs_f64() / rg_time.as_secs_f64();
         worst = worst.max(ratio);
