@@ -40,6 +40,9 @@ pub struct AgentStats {
     pub expected_cached_tokens: u64,
     /// Calls the ledger judged a cache bust ([`AgentEvent::CacheBust`](crate::AgentEvent::CacheBust)).
     pub cache_busts: u64,
+    /// Changes a [`RepairStrategy`](crate::RepairStrategy) made to the model's tool calls
+    /// (a tool name or an argument string each).
+    pub tool_call_repairs: u64,
 }
 
 impl AgentStats {
@@ -72,6 +75,9 @@ impl AgentStats {
                 .expected_cached_tokens
                 .saturating_sub(earlier.expected_cached_tokens),
             cache_busts: self.cache_busts.saturating_sub(earlier.cache_busts),
+            tool_call_repairs: self
+                .tool_call_repairs
+                .saturating_sub(earlier.tool_call_repairs),
         }
     }
 
@@ -120,6 +126,8 @@ impl AgentStats {
 /// s.cache_busts = 1;
 /// assert!(s.to_string().ends_with(
 ///     "output tokens, 1 call did not report cache reads, 1 cache bust"));
+/// s.tool_call_repairs = 2;
+/// assert!(s.to_string().ends_with("1 cache bust, 2 tool call repairs"));
 ///
 /// let none = AgentStats { steps: 1, input_tokens: 40, output_tokens: 3,
 ///     calls_without_cache_info: 1, ..AgentStats::default() };
@@ -161,6 +169,14 @@ impl std::fmt::Display for AgentStats {
         if self.cache_busts > 0 {
             let n = self.cache_busts;
             write!(f, ", {n} {}", plural(n, "cache bust", "cache busts"))?;
+        }
+        if self.tool_call_repairs > 0 {
+            let n = self.tool_call_repairs;
+            write!(
+                f,
+                ", {n} {}",
+                plural(n, "tool call repair", "tool call repairs")
+            )?;
         }
         Ok(())
     }
