@@ -181,7 +181,7 @@ impl HaloAgentBuilder {
 
     /// Sets the loop guard ([`crate::guardrail::LoopGuard`]): checked at each step boundary,
     /// it nudges the model or ends the run with
-    /// [`HaloError::LoopDetected`](crate::HaloError::LoopDetected). Default: none.
+    /// [`HaloError::LoopDetected`]. Default: none.
     pub fn loop_guard(mut self, guard: impl LoopGuard + 'static) -> Self {
         self.guards.loops = Some(Arc::new(guard));
         self
