@@ -676,6 +676,23 @@ mod tests {
             "{}",
             bad_json.content
         );
+        // Unreadable arguments are never read as `{}`: the model gets the schema to write them anew.
+        let schema = r.tools["echo"].schema.clone();
+        assert!(schema.contains("\"text\""), "{schema}");
+        assert!(
+            bad_json.content.ends_with(&format!(
+                "call it again with a JSON object that fits its schema: {schema}"
+            )),
+            "{}",
+            bad_json.content
+        );
+        let array = run(&r, "echo", "[1]").unwrap();
+        assert_eq!(
+            array.content,
+            format!(
+                "the arguments of `echo` are not a JSON object; call it again with a JSON object that fits its schema: {schema}"
+            )
+        );
 
         let bad_schema = run(&r, "echo", r#"{"text": 3}"#).unwrap();
         assert!(bad_schema.is_error && bad_schema.content.contains("do not match its schema"));
