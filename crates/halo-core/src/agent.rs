@@ -16,13 +16,14 @@ use crate::context::ContextConfig;
 use crate::dispatch::Toolbox;
 use crate::engine::RunState;
 use crate::error::HaloError;
-use crate::guardrail::{InputGuardrail, OutputGuardrail, StepHook};
+use crate::guardrail::{InputGuardrail, LoopGuard, OutputGuardrail, StepHook};
 use crate::hook::ToolHook;
 use crate::ledger::CacheLedger;
 use crate::log::{DEFAULT_LOG_CAPACITY, MessageLog};
 use crate::message::Message;
 use crate::model::{GenerationOptions, ModelAdapter, SharedModel};
 use crate::prefix::{SkillMeta, StablePrefix, ToolSpec};
+use crate::repair::RepairStrategy;
 use crate::session::SessionStore;
 use crate::stats::AgentStats;
 use crate::steering::SteeringHandle;
@@ -53,6 +54,10 @@ pub(crate) struct Guards {
     pub(crate) input: Vec<Arc<dyn InputGuardrail>>,
     pub(crate) output: Vec<Arc<dyn OutputGuardrail>>,
     pub(crate) step: Vec<Arc<dyn StepHook>>,
+    /// Repairs the model's turn before it is logged ([`crate::repair`]).
+    pub(crate) repair: Option<Arc<dyn RepairStrategy>>,
+    /// Watches the run for loops at each step boundary.
+    pub(crate) loops: Option<Arc<dyn LoopGuard>>,
 }
 
 impl HaloAgentBuilder {
@@ -173,6 +178,23 @@ impl HaloAgentBuilder {
     /// call, `on_step_finish` after each step. With several, later settings win.
     pub fn step_hook(mut self, hook: impl StepHook + 'static) -> Self {
         self.guards.step.push(Arc::new(hook));
+        self
+    }
+
+    /// Sets the repair strategy ([`crate::repair`]): it sees each model turn before it is
+    /// logged, fixes tool names and arguments, and may refuse calls or end the run. Default:
+    /// none, calls reach dispatch as the model sent them. Not used in object runs
+    /// (`generate_object`), whose answers have their own retry budget.
+    pub fn repair(mut self, strategy: impl RepairStrategy + 'static) -> Self {
+        self.guards.repair = Some(Arc::new(strategy));
+        self
+    }
+
+    /// Sets the loop guard ([`crate::guardrail::LoopGuard`]): checked at each step boundary,
+    /// it nudges the model or ends the run with
+    /// [`HaloError::LoopDetected`]. Default: none.
+    pub fn loop_guard(mut self, guard: impl LoopGuard + 'static) -> Self {
+        self.guards.loops = Some(Arc::new(guard));
         self
     }
 

@@ -18,7 +18,7 @@ use tracing::field::Empty;
 use crate::agent::HaloAgent;
 use crate::engine::Next;
 use crate::error::HaloError;
-use crate::guardrail::{OutputVerdict, StepContext, StepSettings};
+use crate::guardrail::{LoopContext, LoopVerdict, OutputVerdict, StepContext, StepSettings};
 use crate::message::{Message, ToolResult};
 use crate::model::{FinishReason, GenerationOptions, ModelError, ModelRequest, ModelStreamEvent};
 use crate::output::{NOT_RUN_AFTER_OUTPUT, OUTPUT_ACCEPTED, ObjectRun};
@@ -275,6 +275,8 @@ impl HaloAgent {
             let mut finish: Option<GenerateTextResult> = None;
             // Object runs: the answers checked so far.
             let mut attempts = 0;
+            // The loop guard: steps checked, nudges given.
+            let (mut loop_checked, mut nudges) = (0, 0);
             loop {
                 // Each step the engine committed since the last pass: StepFinish, after the
                 // `on_step_finish` hooks.
@@ -292,7 +294,18 @@ impl HaloAgent {
                     break;
                 }
                 let now = self.clock.now_ms();
-                let queued = self.steering.drain();
+                // The loop guard, once per new step at a boundary (`guardrail.rs`).
+                let nudge = if self.state.steps().len() > loop_checked
+                    && self.state.in_flight()
+                    && self.state.pending().is_none()
+                {
+                    loop_checked = self.state.steps().len();
+                    self.check_loops(&mut nudges, now)
+                } else {
+                    None
+                };
+                let mut queued = self.steering.drain();
+                queued.extend(nudge);
                 let mut left = queued.clone();
                 let next = self.state.next(self.max_steps, &mut left, now);
                 let injected = if left.is_empty() { queued } else {
@@ -379,9 +392,14 @@ impl HaloAgent {
                                 telemetry::warn_failed(&chat_span, &e);
                                 self.state.model_failed(e.into(), now);
                             }
-                            Ok(response) => {
+                            Ok(mut response) => {
                                 telemetry::record_response(&chat_span, &response);
                                 drop(chat_span);
+                                // The repaired turn is the one logged (`repair.rs`).
+                                let repaired = match object {
+                                    None => self.repair_turn(&mut response.message),
+                                    Some(_) => None,
+                                };
                                 let review = !self.guards.output.is_empty() || object.is_some();
                                 let cache = self.state.model_response(response, review, now);
                                 if cache.is_bust() {
@@ -391,6 +409,9 @@ impl HaloAgent {
                                     for call in pending.response.message.tool_calls.clone() {
                                         yield AgentEvent::ToolCall(call);
                                     }
+                                }
+                                for result in repaired.map(|o| self.settle_repair(o, now)).unwrap_or_default() {
+                                    yield AgentEvent::ToolResult(result);
                                 }
                             }
                         }
@@ -558,6 +579,40 @@ impl HaloAgent {
             }
         }
         (OutputVerdict::Accept, String::new())
+    }
+
+    /// The loop guard's verdict at a step boundary: the nudge to inject, if any; a stop ends
+    /// the run with [`HaloError::LoopDetected`].
+    fn check_loops(&mut self, nudges: &mut usize, at_ms: u64) -> Option<String> {
+        let guard = self.guards.loops.clone()?;
+        let verdict = guard.check(LoopContext {
+            steps: self.state.steps(),
+            nudges: *nudges,
+        });
+        match verdict {
+            LoopVerdict::Continue => None,
+            LoopVerdict::Nudge(text) => {
+                *nudges += 1;
+                tracing::info!(
+                    "halo.loop.nudges" = *nudges,
+                    "a loop guard nudged the model"
+                );
+                Some(text)
+            }
+            LoopVerdict::Stop { kind, message } => {
+                tracing::warn!("halo.loop.kind" = %kind, "a loop guard stopped the run: {message}");
+                let partial = Box::new(self.state.result(Vec::new()));
+                self.state.abort_step(
+                    HaloError::LoopDetected {
+                        kind,
+                        message,
+                        partial,
+                    },
+                    at_ms,
+                );
+                None
+            }
+        }
     }
 
     /// The settings of the step hooks for step `step` (later hooks win).

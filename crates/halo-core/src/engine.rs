@@ -778,6 +778,12 @@ impl RunState {
         }
     }
 
+    /// Counts `n` changes a repair strategy made to the model's turn
+    /// ([`AgentStats::tool_call_repairs`]).
+    pub fn record_repairs(&mut self, n: usize) {
+        self.stats.tool_call_repairs += n as u64;
+    }
+
     /// This run's counters so far.
     pub fn run_stats(&self) -> AgentStats {
         self.stats.since(&self.run_start)

@@ -1,5 +1,6 @@
 //! The top-level error of an agent run.
 
+use crate::guardrail::LoopKind;
 use crate::model::ModelError;
 use crate::prefix::PrefixError;
 use crate::run::GenerateTextResult;
@@ -101,6 +102,32 @@ pub enum HaloError {
     /// only complete steps and [`resume`](crate::HaloAgent::resume) continues.
     #[error("the run was cancelled; resume continues it")]
     Cancelled,
+    /// A [`LoopGuard`](crate::LoopGuard) found the run in a loop and stopped it (after its
+    /// nudges, if any). The log keeps every completed step; `partial` holds them too.
+    #[error("the run was stopped in a loop ({kind}): {message}")]
+    LoopDetected {
+        /// The loop found.
+        kind: LoopKind,
+        /// What happened.
+        message: String,
+        /// What the run did until then.
+        partial: Box<GenerateTextResult>,
+    },
+    /// A [`RepairStrategy`](crate::repair::RepairStrategy)'s retry budget ran out: the calls
+    /// of `tool` kept failing argument validation. The step with the last call is not logged.
+    #[error(
+        "the run was stopped: `{tool}` was called with invalid arguments {attempts} times in a row ({message})"
+    )]
+    RetryBudgetExhausted {
+        /// The tool.
+        tool: String,
+        /// Invalid calls in a row.
+        attempts: usize,
+        /// The last validation error.
+        message: String,
+        /// What the run did until then.
+        partial: Box<GenerateTextResult>,
+    },
     /// The session store failed.
     #[error(transparent)]
     Session(#[from] SessionError),

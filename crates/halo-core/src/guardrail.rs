@@ -10,6 +10,11 @@
 //! - A [`StepHook`] runs before each model call ([`StepHook::prepare_step`]: restrict the
 //!   active tools or change `tool_choice` for this step, without changing a byte of the
 //!   prefix) and after each step ([`StepHook::on_step_finish`]).
+//! - A [`LoopGuard`] looks at the run's steps at each step boundary and lets it go on, nudges
+//!   the model with a user message (injected as steering is, [`crate::steering`]) or stops
+//!   the run with [`HaloError::LoopDetected`](crate::HaloError::LoopDetected). Halo's
+//!   implementation is `halo_strategies::LoopSuppression` (the tiers of pydantic-ai's
+//!   harness: repeated call, repeated error, alternation, monologue).
 //!
 //! The shapes follow the OpenAI Agents SDK's guardrails
 //! (<https://openai.github.io/openai-agents-python/guardrails/>) and the AI SDK's
@@ -92,4 +97,69 @@ pub trait StepHook: Send + Sync {
     async fn on_step_finish(&self, step: &StepResult) {
         let _ = step;
     }
+}
+
+/// What [`LoopGuard::check`] sees, at a step boundary before the next model call.
+#[derive(Debug, Clone, Copy)]
+pub struct LoopContext<'a> {
+    /// This run's completed steps, oldest first; the last one is new since the previous
+    /// check.
+    pub steps: &'a [StepResult],
+    /// Nudges this guard's verdicts gave in this run so far.
+    pub nudges: usize,
+}
+
+/// The kind of loop a [`LoopGuard`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LoopKind {
+    /// The same tool call (name and canonical arguments) again and again.
+    RepeatedCall,
+    /// The same error result again and again.
+    RepeatedError,
+    /// Calls alternating in a cycle: A-B-A-B or A-B-C-A-B-C.
+    Alternation,
+    /// Steps without tool calls that are not accepted as the answer.
+    Monologue,
+}
+
+impl std::fmt::Display for LoopKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LoopKind::RepeatedCall => "repeated call",
+            LoopKind::RepeatedError => "repeated error",
+            LoopKind::Alternation => "alternation",
+            LoopKind::Monologue => "monologue",
+        })
+    }
+}
+
+/// What a [`LoopGuard`] decides at a step boundary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoopVerdict {
+    /// No loop: the run goes on.
+    Continue,
+    /// The run goes on, with this user message injected before the next model call (marked
+    /// injected in the log, an [`AgentEvent::Injected`](crate::AgentEvent::Injected)).
+    Nudge(String),
+    /// The run ends with [`HaloError::LoopDetected`](crate::HaloError::LoopDetected); the log
+    /// keeps every completed step.
+    Stop {
+        /// The loop found.
+        kind: LoopKind,
+        /// What happened, for the error's message (lowercase, no trailing period).
+        message: String,
+    },
+}
+
+/// Watches a run for loops. Pure and synchronous: it plans a verdict from the steps and
+/// changes nothing itself; the driver injects the nudge or ends the run.
+///
+/// Checked once per completed step, at the boundary before the next model call, in
+/// `generate_text`, `stream_text` and `resume` runs. Manual-mode runs
+/// ([`send`](crate::HaloAgent::send)) hand each step to the caller, so a run there holds one
+/// step and a guard sees too little to judge.
+pub trait LoopGuard: Send + Sync {
+    /// The verdict on the run so far.
+    fn check(&self, context: LoopContext<'_>) -> LoopVerdict;
 }

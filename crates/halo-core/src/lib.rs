@@ -58,6 +58,7 @@ pub mod message;
 pub mod model;
 pub mod output;
 pub mod prefix;
+pub mod repair;
 pub mod request;
 pub mod run;
 pub mod sandbox;
@@ -76,7 +77,8 @@ pub use context::{ContextBudget, ContextConfig, ContextPlan, ContextStrategy, To
 pub use engine::{Next, PendingStep, RunState};
 pub use error::HaloError;
 pub use guardrail::{
-    InputGuardrail, OutputGuardrail, OutputVerdict, StepContext, StepHook, StepSettings,
+    InputGuardrail, LoopContext, LoopGuard, LoopKind, LoopVerdict, OutputGuardrail, OutputVerdict,
+    StepContext, StepHook, StepSettings,
 };
 pub use hook::{ToolCallDecision, ToolHook};
 pub use ledger::{CacheCheck, CacheLedger, CacheVerdict};
@@ -89,6 +91,9 @@ pub use model::{
 };
 pub use output::{ObjectResult, Output, OutputMode};
 pub use prefix::{Fingerprint, PrefixError, SkillMeta, StablePrefix, ToolSpec};
+pub use repair::{
+    Refusal, Repair, RepairContext, RepairKind, RepairOutcome, RepairStrategy, RetryStop,
+};
 pub use run::{AgentEvent, GenerateTextResult, StepResult, Turn};
 pub use sandbox::{Sandbox, SandboxError, SandboxPath, SharedSandbox};
 pub use session::{JournalEvent, JournalOutcome, MemoryStore, SessionError, SessionStore};

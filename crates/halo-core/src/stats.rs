@@ -43,6 +43,9 @@ pub struct AgentStats {
     /// Times a context strategy rewrote the history ([`crate::context`]): each is one
     /// expected cache miss on everything after the change.
     pub history_rewrites: u64,
+    /// Changes a [`RepairStrategy`](crate::RepairStrategy) made to the model's tool calls
+    /// (a tool name or an argument string each).
+    pub tool_call_repairs: u64,
 }
 
 impl AgentStats {
@@ -78,6 +81,9 @@ impl AgentStats {
             history_rewrites: self
                 .history_rewrites
                 .saturating_sub(earlier.history_rewrites),
+            tool_call_repairs: self
+                .tool_call_repairs
+                .saturating_sub(earlier.tool_call_repairs),
         }
     }
 
@@ -126,6 +132,8 @@ impl AgentStats {
 /// s.cache_busts = 1;
 /// assert!(s.to_string().ends_with(
 ///     "output tokens, 1 call did not report cache reads, 1 cache bust"));
+/// s.tool_call_repairs = 2;
+/// assert!(s.to_string().ends_with("1 cache bust, 2 tool call repairs"));
 ///
 /// let none = AgentStats { steps: 1, input_tokens: 40, output_tokens: 3,
 ///     calls_without_cache_info: 1, ..AgentStats::default() };
@@ -167,6 +175,14 @@ impl std::fmt::Display for AgentStats {
         if self.cache_busts > 0 {
             let n = self.cache_busts;
             write!(f, ", {n} {}", plural(n, "cache bust", "cache busts"))?;
+        }
+        if self.tool_call_repairs > 0 {
+            let n = self.tool_call_repairs;
+            write!(
+                f,
+                ", {n} {}",
+                plural(n, "tool call repair", "tool call repairs")
+            )?;
         }
         Ok(())
     }

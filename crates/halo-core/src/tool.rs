@@ -289,6 +289,9 @@ struct Registered {
     tool: Option<Arc<dyn DynTool>>,
     annotations: ToolAnnotations,
     validator: jsonschema::Validator,
+    /// The parameter schema as compact JSON, quoted to a model whose arguments are not a
+    /// JSON object.
+    schema: String,
     /// `oneOf` / `anyOf` lists made only of `const`s (what schemars derives for an enum
     /// whose variants have doc comments), by their schema path: so an error can name the
     /// allowed values instead of "not valid under any of the schemas listed in 'oneOf'".
@@ -383,6 +386,7 @@ impl ToolRegistry {
                 tool,
                 annotations,
                 validator,
+                schema: spec.parameters.to_string(),
                 choices,
             },
         );
@@ -423,18 +427,25 @@ impl ToolRegistry {
     /// tool's schema.
     ///
     /// # Errors
-    /// The error text the model should read.
+    /// The error text the model should read. Arguments that are not JSON, or JSON that is
+    /// not an object, get a text that quotes the tool's parameter schema (compact JSON), so
+    /// the model can write them anew; they are never read as `{}`.
     pub fn check(&self, call: &ToolCall) -> Result<Value, String> {
+        let Some(reg) = self.tools.get(&call.name) else {
+            return Err(self.unknown(&call.name));
+        };
         let args = call.arguments().map_err(|e| {
-            if self.tools.contains_key(&call.name) {
-                format!(
-                    "the arguments of `{}` are not valid JSON ({e}); call it again with a JSON object",
-                    call.name
-                )
-            } else {
-                self.unknown(&call.name)
-            }
+            format!(
+                "the arguments of `{}` are not valid JSON ({e}); call it again with a JSON object that fits its schema: {}",
+                call.name, reg.schema
+            )
         })?;
+        if !args.is_object() {
+            return Err(format!(
+                "the arguments of `{}` are not a JSON object; call it again with a JSON object that fits its schema: {}",
+                call.name, reg.schema
+            ));
+        }
         self.validate(&call.name, &args)?;
         Ok(args)
     }
@@ -664,6 +675,23 @@ mod tests {
             bad_json.is_error && bad_json.content.contains("not valid JSON"),
             "{}",
             bad_json.content
+        );
+        // Unreadable arguments are never read as `{}`: the model gets the schema to write them anew.
+        let schema = r.tools["echo"].schema.clone();
+        assert!(schema.contains("\"text\""), "{schema}");
+        assert!(
+            bad_json.content.ends_with(&format!(
+                "call it again with a JSON object that fits its schema: {schema}"
+            )),
+            "{}",
+            bad_json.content
+        );
+        let array = run(&r, "echo", "[1]").unwrap();
+        assert_eq!(
+            array.content,
+            format!(
+                "the arguments of `echo` are not a JSON object; call it again with a JSON object that fits its schema: {schema}"
+            )
         );
 
         let bad_schema = run(&r, "echo", r#"{"text": 3}"#).unwrap();

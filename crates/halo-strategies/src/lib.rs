@@ -1,8 +1,9 @@
 //! # halo-strategies
 //!
-//! Context strategies for Halo agents, behind halo-core's seam ([`halo_core::context`]):
-//! before each model call the engine asks the agent's strategy how the history fits the
-//! context window, and applies its plan between steps.
+//! Context and repair strategies for Halo agents, behind halo-core's seams.
+//!
+//! **Context** ([`halo_core::context`]): before each model call the engine asks the agent's
+//! strategy how the history fits the context window, and applies its plan between steps.
 //!
 //! | strategy | what it does |
 //! |---|---|
@@ -18,7 +19,67 @@
 //!     .build();
 //! # let _ = agent;
 //! ```
+//!
+//! **Repair**: what to do with a model's tool calls that are almost right, and with a model
+//! that goes round in circles.
+//!
+//! - [`BasicRepair`] ([`repair`]) is a [`RepairStrategy`](halo_core::RepairStrategy): before
+//!   the model's turn is logged it repairs tool names ([`names`]) and argument strings
+//!   ([`arguments`], on jsonrepair-rs, chosen by measurement), and keeps a per-tool retry
+//!   budget for calls that keep failing validation.
+//! - [`LoopSuppression`] ([`loops`]) is a [`LoopGuard`](halo_core::LoopGuard): repeated
+//!   calls, repeated errors, A-B / A-B-C alternation and monologue are nudged first, then
+//!   stopped with [`HaloError::LoopDetected`](halo_core::HaloError::LoopDetected).
+//!
+//! Both are pure and synchronous; halo-core's driver applies what they decide (see
+//! [`halo_core::repair`]).
+//!
+//! ```
+//! use halo_core::{HaloAgent, async_trait, DynTool, ToolError, ToolOutput, ToolSpec};
+//! use halo_core::testing::ScriptedModel;
+//! use halo_strategies::{BasicRepair, LoopSuppression};
+//! use serde_json::{Value, json};
+//!
+//! struct Read;
+//! #[async_trait]
+//! impl DynTool for Read {
+//!     fn spec(&self) -> ToolSpec {
+//!         ToolSpec::new("read", "Reads a file.", json!({
+//!             "type": "object",
+//!             "properties": {"path": {"type": "string"}},
+//!             "required": ["path"],
+//!         }))
+//!     }
+//!     async fn call_json(&self, args: Value) -> Result<ToolOutput, ToolError> {
+//!         Ok(format!("contents of {}", args["path"].as_str().unwrap_or("?")).into())
+//!     }
+//! }
+//!
+//! # futures::executor::block_on(async {
+//! // A small model's call: a wrong-case name and Python-style arguments in a fence.
+//! let model = ScriptedModel::new()
+//!     .tool_call_raw("Read", "```json\n{'path': 'notes.md',}\n```")
+//!     .text("The notes say hello.");
+//! let mut agent = HaloAgent::builder(model)
+//!     .tool(Read).unwrap()
+//!     .repair(BasicRepair::new())
+//!     .loop_guard(LoopSuppression::default())
+//!     .build();
+//! let out = agent.generate_text("What do my notes say?").await.unwrap();
+//! let step = &out.steps[0];
+//! assert_eq!(step.message.tool_calls[0].name, "read");
+//! assert_eq!(step.message.tool_calls[0].raw_arguments, r#"{"path":"notes.md"}"#);
+//! assert_eq!(step.tool_results[0].content, "contents of notes.md");
+//! assert_eq!(out.stats.tool_call_repairs, 2);
+//! # });
+//! ```
 
+pub mod arguments;
+pub mod loops;
+pub mod names;
+pub mod repair;
 mod truncate;
 
+pub use loops::LoopSuppression;
+pub use repair::{BasicRepair, RetryBudget};
 pub use truncate::TruncateStrategy;

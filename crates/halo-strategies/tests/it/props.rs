@@ -1,40 +1,70 @@
-//! Over random sessions — parallel calls, error results, result sizes — every strategy keeps
-//! the seam's invariants: the prefix bytes never change, every call in every request has
-//! exactly one result, the live round is never dropped, and each rewrite is the ledger's one
-//! expected miss.
+//! Property tests of argument repair: it never panics, valid objects keep their bytes, and a
+//! repaired string is valid as it stands.
 
-use std::sync::Arc;
-
-use halo_core::ContextStrategy;
-use halo_strategies::TruncateStrategy;
+use halo_strategies::arguments::{ArgumentRepair, repair_arguments};
 use proptest::prelude::*;
+use serde_json::Value;
 
-use crate::session::{Turn, check_invariants, run};
-
-fn turn() -> impl Strategy<Value = Turn> {
-    prop::collection::vec(prop::option::weighted(0.85, 50usize..1_500), 1..4).prop_map(Turn::Calls)
+fn json_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        "[a-z \"'\\\\{}\\[\\],:é]{0,12}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 32, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::btree_map("[a-z_]{1,6}", inner, 0..4)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
 }
 
-fn strategies() -> Vec<Arc<dyn ContextStrategy>> {
-    vec![
-        Arc::new(TruncateStrategy::new()),
-        Arc::new(TruncateStrategy::new().with_marks(0.7, 0.3)),
-        Arc::new(TruncateStrategy::new().keep_task(false)),
-    ]
+fn json_object() -> impl Strategy<Value = Value> {
+    prop::collection::btree_map("[a-zA-Z_]{1,8}", json_value(), 0..5)
+        .prop_map(|m| Value::Object(m.into_iter().collect()))
+}
+
+fn check_never_panics_and_is_idempotent(raw: &str) -> Result<(), TestCaseError> {
+    if let ArgumentRepair::Repaired(out) = repair_arguments(raw) {
+        prop_assert!(
+            matches!(serde_json::from_str::<Value>(&out), Ok(Value::Object(_))),
+            "{out}"
+        );
+        prop_assert_eq!(repair_arguments(&out), ArgumentRepair::Valid);
+    }
+    Ok(())
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(ProptestConfig::with_cases(512))]
 
     #[test]
-    fn every_strategy_keeps_the_invariants(
-        script in prop::collection::vec(turn(), 1..60),
-        window in 4_000u64..16_000,
-    ) {
-        for strategy in strategies() {
-            let report = run(strategy, window, script.clone());
-            prop_assert!(report.result.is_ok(), "{:?}", report.result);
-            check_invariants(&report);
-        }
+    fn any_string_is_repaired_without_panicking(raw in any::<String>()) {
+        check_never_panics_and_is_idempotent(&raw)?;
+    }
+
+    #[test]
+    fn almost_json_is_repaired_without_panicking(raw in "[{}\\[\\]\"':,a-z0-9 \\\\\\n`TrueFalsNn.-]{0,160}") {
+        check_never_panics_and_is_idempotent(&raw)?;
+    }
+
+    #[test]
+    fn a_valid_object_passes_through_byte_identical(object in json_object(), pretty in any::<bool>()) {
+        let raw = if pretty { serde_json::to_string_pretty(&object) } else { serde_json::to_string(&object) }.unwrap();
+        prop_assert_eq!(repair_arguments(&raw), ArgumentRepair::Valid);
+    }
+
+    #[test]
+    fn a_cut_or_fenced_object_repairs_to_an_object(object in json_object(), cut in 0usize..40) {
+        let raw = serde_json::to_string(&object).unwrap();
+        let fenced = format!("```json\n{raw}\n```");
+        prop_assert_eq!(
+            repair_arguments(&fenced),
+            ArgumentRepair::Repaired(serde_json::to_string(&halo_core::prefix::canonicalize(object)).unwrap())
+        );
+        let end = raw.char_indices().map(|(i, _)| i).filter(|&i| i > 0).nth(cut).unwrap_or(raw.len());
+        check_never_panics_and_is_idempotent(&raw[..end])?;
     }
 }
