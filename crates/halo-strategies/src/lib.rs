@@ -8,6 +8,7 @@
 //! | strategy | what it does |
 //! |---|---|
 //! | [`TruncateStrategy`] | drops whole units from the front in one chunk, from a high-water mark (90 %) down to a low-water mark (60 %) |
+//! | [`TieredStrategy`] | from 80 %, replaces old tool results and long tool-call arguments in place by `{"$evicted": N}` (discardable entries first), down to 60 %; from 95 %, when that is not enough, drops whole units as truncation does |
 //!
 //! ```
 //! use std::sync::Arc;
@@ -78,8 +79,10 @@ pub mod arguments;
 pub mod loops;
 pub mod names;
 pub mod repair;
+mod tiered;
 mod truncate;
 
 pub use loops::LoopSuppression;
 pub use repair::{BasicRepair, RetryBudget};
+pub use tiered::{EVICTED_KEY, TieredStrategy, is_evicted, placeholder};
 pub use truncate::TruncateStrategy;

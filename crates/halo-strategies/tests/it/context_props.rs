@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use halo_core::ContextStrategy;
-use halo_strategies::TruncateStrategy;
+use halo_strategies::{TieredStrategy, TruncateStrategy};
 use proptest::prelude::*;
 
 use crate::session::{Turn, check_invariants, run};
@@ -20,6 +20,8 @@ fn strategies() -> Vec<Arc<dyn ContextStrategy>> {
         Arc::new(TruncateStrategy::new()),
         Arc::new(TruncateStrategy::new().with_marks(0.7, 0.3)),
         Arc::new(TruncateStrategy::new().keep_task(false)),
+        Arc::new(TieredStrategy::new()),
+        Arc::new(TieredStrategy::new().with_marks(0.5, 0.7, 0.3)),
     ]
 }
 

@@ -60,6 +60,47 @@ fn a_200_step_session_stays_in_the_window_rewriting_rarely_and_mostly_cached() {
     );
 }
 
+#[test]
+fn tiered_keeps_a_200_step_session_in_the_window_evicting_in_chunks() {
+    let window = 32_000;
+    let report = run(
+        Arc::new(halo_strategies::TieredStrategy::new()),
+        window,
+        long_session(),
+    );
+    report.result.as_ref().expect("the run finishes");
+    check_invariants(&report);
+    eprintln!(
+        "tiered, 200 steps on {window} tokens: {} rewrites, peak {} tokens, {:.3} of input cached",
+        report.rewrites,
+        report.peak_tokens(),
+        report.cached_share()
+    );
+    assert!(
+        report.peak_tokens() <= window,
+        "peak {}",
+        report.peak_tokens()
+    );
+    assert!(
+        (2..=30).contains(&report.rewrites),
+        "{} rewrites in 200 steps",
+        report.rewrites
+    );
+    assert!(
+        report.cached_share() >= 0.85,
+        "cached share {:.3}",
+        report.cached_share()
+    );
+    // The placeholders are JSON objects, not marker strings.
+    let last = report.seen.last().unwrap();
+    let evicted = last
+        .history
+        .iter()
+        .filter(|m| matches!(m, Message::Tool(r) if halo_strategies::is_evicted(&r.content)))
+        .count();
+    assert!(evicted > 0, "nothing evicted");
+}
+
 /// The naive sliding window: whenever the request is over the mark, drop just enough of the
 /// oldest units — so once full, it rewrites the head of the history on every step.
 #[derive(Debug)]

@@ -1,0 +1,355 @@
+//! [`TieredStrategy`]: the coder's default — evict old tool output in place first, drop whole
+//! units only when that is not enough (Agentica's layers).
+//!
+//! - **Layer 0**, the tool-output budget, is the sandbox's head+tail cut of each result: it
+//!   happens before a result enters the log, not here.
+//! - **Layer 1**, from the eviction mark (default 80 % of the window): old tool results and
+//!   over-long tool-call arguments are replaced in place by the JSON object
+//!   `{"$evicted": N}` (N = bytes removed) — not a marker string a model might copy into a
+//!   later `write`. Discardable entries (skill bodies) go first, then the oldest results,
+//!   then the oldest long arguments, until the request is down to the low-water mark
+//!   (default 60 %). The live tool round is never touched. In Halo's history a tool result
+//!   is a message of its own, so this works the same whatever the wire shape: OpenAI-style
+//!   `role: tool` messages, or Anthropic `tool_result` blocks that the adapter groups in one
+//!   user message.
+//! - **Layer 2**, from the truncation mark (default 95 %), when eviction left nothing to
+//!   evict: whole units are dropped from the front as [`TruncateStrategy`] does, down to
+//!   the low-water mark. (Compaction by the model — a summary turn — is the issue's Layer 2;
+//!   it needs a model call, which this pure strategy cannot make. Until a compactor lands,
+//!   truncation is the last layer.)
+//!
+//! Each layer acts in one chunk between a high- and a low-water mark: every rewrite of the
+//! history costs a cache miss on everything after the point it changes, so a layer that
+//! evicted one result per step once past its mark would be as bad as a ring buffer.
+
+use halo_core::context::{self, ContextBudget, ContextPlan, ContextStrategy};
+use halo_core::{AssistantMessage, ContentPart, Message, MessageLog, StablePrefix, ToolResult};
+
+use crate::TruncateStrategy;
+
+/// The key of the object that replaces evicted content.
+pub const EVICTED_KEY: &str = "$evicted";
+
+/// Whether `text` is already an eviction placeholder.
+pub fn is_evicted(text: &str) -> bool {
+    text.starts_with("{\"$evicted\":")
+}
+
+/// The placeholder for `bytes` removed bytes: `{"$evicted":N}`.
+pub fn placeholder(bytes: usize) -> String {
+    serde_json::json!({ EVICTED_KEY: bytes }).to_string()
+}
+
+/// Layered context management: in-place eviction, then truncation. See the
+/// [crate docs](crate) and the module's source docs for the layers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TieredStrategy {
+    evict_at: f64,
+    truncate_at: f64,
+    low_water: f64,
+    /// Tool-call arguments longer than this (bytes) may be evicted.
+    long_arguments: usize,
+    /// Tool results shorter than this (bytes) are not worth a placeholder.
+    min_evict: usize,
+    keep_task: bool,
+}
+
+impl Default for TieredStrategy {
+    /// Evict from 80 %, truncate from 95 %, both down to 60 %; arguments over 2,048 bytes and
+    /// results over 256 bytes may be evicted; the task is kept.
+    fn default() -> Self {
+        TieredStrategy {
+            evict_at: 0.8,
+            truncate_at: 0.95,
+            low_water: 0.6,
+            long_arguments: 2048,
+            min_evict: 256,
+            keep_task: true,
+        }
+    }
+}
+
+impl TieredStrategy {
+    /// The defaults (see [`Default`]).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the marks, as shares of the window: evict in place from `evict_at`, drop whole
+    /// units from `truncate_at`, each down to `low_water` (clamped so that
+    /// `low_water <= evict_at <= truncate_at <= 1`).
+    pub fn with_marks(mut self, evict_at: f64, truncate_at: f64, low_water: f64) -> Self {
+        self.truncate_at = truncate_at.clamp(0.0, 1.0);
+        self.evict_at = evict_at.clamp(0.0, self.truncate_at);
+        self.low_water = low_water.clamp(0.0, self.evict_at);
+        self
+    }
+
+    /// Whether the first user message (the task) is kept by the truncation layer (default
+    /// `true`).
+    pub fn keep_task(mut self, keep: bool) -> Self {
+        self.keep_task = keep;
+        self
+    }
+
+    /// The in-place evictions that bring the request down toward the low-water mark, and the
+    /// tokens they free.
+    fn evictions(&self, log: &MessageLog, budget: &ContextBudget<'_>) -> (ContextPlan, u64) {
+        let messages: Vec<&Message> = log.messages().collect();
+        let live = context::live_round_start(log);
+        let excess = budget
+            .used_tokens
+            .saturating_sub(budget.of_window(self.low_water));
+        // Discardable entries first, then results, then long arguments; oldest first in each.
+        let mut order: Vec<(u8, usize)> = Vec::new();
+        for (i, m) in messages.iter().enumerate().take(live) {
+            let rank = match m {
+                _ if log.is_discardable(i) && evictable_text(m).is_some() => 0,
+                Message::Tool(r)
+                    if r.content.len() >= self.min_evict && !is_evicted(&r.content) =>
+                {
+                    1
+                }
+                Message::Assistant(a)
+                    if a.tool_calls.iter().any(|c| {
+                        c.raw_arguments.len() > self.long_arguments && !is_evicted(&c.raw_arguments)
+                    }) =>
+                {
+                    2
+                }
+                _ => continue,
+            };
+            order.push((rank, i));
+        }
+        order.sort();
+        let mut plan = ContextPlan::keep();
+        let mut freed = 0;
+        for (_, i) in order {
+            if freed >= excess {
+                break;
+            }
+            let Some(replacement) = self.evicted(messages[i]) else {
+                continue;
+            };
+            let before = budget.tokens(messages[i]);
+            let after = budget.tokens(&replacement);
+            freed += before.saturating_sub(after);
+            plan.replace.push((i, replacement));
+        }
+        (plan, freed)
+    }
+
+    /// `message` with its bulky content replaced by placeholders; `None` when nothing in it
+    /// is worth evicting.
+    fn evicted(&self, message: &Message) -> Option<Message> {
+        match message {
+            Message::Tool(r) if !is_evicted(&r.content) && r.content.len() >= self.min_evict => {
+                Some(Message::Tool(ToolResult {
+                    content: placeholder(r.content.len()),
+                    ..r.clone()
+                }))
+            }
+            Message::Assistant(a) => {
+                let mut changed = false;
+                let calls = a
+                    .tool_calls
+                    .iter()
+                    .map(|c| {
+                        let mut c = c.clone();
+                        if c.raw_arguments.len() > self.long_arguments
+                            && !is_evicted(&c.raw_arguments)
+                        {
+                            c.raw_arguments = placeholder(c.raw_arguments.len());
+                            changed = true;
+                        }
+                        c
+                    })
+                    .collect();
+                changed.then(|| {
+                    Message::Assistant(AssistantMessage {
+                        tool_calls: calls,
+                        ..a.clone()
+                    })
+                })
+            }
+            Message::User { .. } => {
+                let text = evictable_text(message)?;
+                Some(Message::User {
+                    content: vec![ContentPart::Text {
+                        text: placeholder(text.len()),
+                    }],
+                })
+            }
+            Message::System { content } if !is_evicted(content) => Some(Message::System {
+                content: placeholder(content.len()),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// The text of a user or system message that could be evicted (not already a placeholder).
+fn evictable_text(message: &Message) -> Option<String> {
+    match message {
+        Message::User { .. } | Message::System { .. } => {
+            let text = message.text();
+            (!text.is_empty() && !is_evicted(&text)).then_some(text)
+        }
+        Message::Tool(r) => (!is_evicted(&r.content)).then(|| r.content.clone()),
+        Message::Assistant(_) => None,
+    }
+}
+
+impl ContextStrategy for TieredStrategy {
+    fn plan(
+        &self,
+        prefix: &StablePrefix,
+        log: &MessageLog,
+        budget: &ContextBudget<'_>,
+    ) -> ContextPlan {
+        if budget.used_tokens <= budget.of_window(self.evict_at) {
+            return ContextPlan::keep();
+        }
+        let (plan, freed) = self.evictions(log, budget);
+        let after = budget.used_tokens.saturating_sub(freed);
+        if after <= budget.of_window(self.truncate_at) {
+            return plan;
+        }
+        // Eviction was not enough: drop whole units from the front (with the evictions of
+        // the units that stay), down to the low-water mark.
+        let truncate = TruncateStrategy::new()
+            .with_marks(0.0, self.low_water)
+            .keep_task(self.keep_task);
+        let reduced = ContextBudget {
+            used_tokens: after,
+            ..*budget
+        };
+        let mut dropped = truncate.plan(prefix, log, &reduced);
+        dropped.replace = plan
+            .replace
+            .into_iter()
+            .filter(|(i, _)| !dropped.drop.contains(i))
+            .collect();
+        dropped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use halo_core::ToolCall;
+    use halo_core::context::BytesEstimator;
+
+    use super::*;
+
+    fn session(steps: usize, result_bytes: usize) -> MessageLog {
+        let mut log = MessageLog::default();
+        log.push(Message::user("Find the bug."));
+        for i in 0..steps {
+            let call = ToolCall::new(format!("c{i}"), "read", r#"{"path":"src/lib.rs"}"#);
+            log.push_step(
+                Message::Assistant(AssistantMessage {
+                    tool_calls: vec![call.clone()],
+                    ..AssistantMessage::default()
+                }),
+                [Message::Tool(ToolResult::ok(
+                    &call,
+                    "y".repeat(result_bytes),
+                ))],
+            );
+        }
+        log
+    }
+
+    fn budget(log: &MessageLog, window: u64) -> ContextBudget<'static> {
+        ContextBudget {
+            context_window: window,
+            used_tokens: log
+                .messages()
+                .map(|m| context::message_tokens(&BytesEstimator, m))
+                .sum(),
+            calibration: 1.0,
+            estimator: &BytesEstimator,
+        }
+    }
+
+    #[test]
+    fn past_the_eviction_mark_old_results_become_placeholders_oldest_first() {
+        let log = session(10, 1000);
+        let b = budget(&log, 3500);
+        assert!(b.usage() > 0.8 && b.usage() < 0.95, "{}", b.usage());
+        let plan = TieredStrategy::new().plan(&StablePrefix::default(), &log, &b);
+        assert!(plan.drop.is_empty() && plan.insert.is_none(), "{plan:?}");
+        let replaced: Vec<usize> = plan.replace.iter().map(|(i, _)| *i).collect();
+        // Results sit at 2, 4, 6, ...; the oldest go first, the live round (19, 20) stays.
+        assert_eq!(
+            replaced,
+            (0..replaced.len()).map(|k| 2 + 2 * k).collect::<Vec<_>>()
+        );
+        assert!(replaced.iter().all(|&i| i < 19));
+        let Message::Tool(r) = &plan.replace[0].1 else {
+            panic!("not a tool result")
+        };
+        assert_eq!(r.content, r#"{"$evicted":1000}"#);
+        assert_eq!(r.tool_call_id, "c0");
+    }
+
+    #[test]
+    fn below_the_eviction_mark_nothing_changes() {
+        let log = session(10, 1000);
+        let b = budget(&log, 10_000);
+        assert!(
+            TieredStrategy::new()
+                .plan(&StablePrefix::default(), &log, &b)
+                .is_keep()
+        );
+    }
+
+    #[test]
+    fn discardable_entries_go_first_and_long_arguments_last() {
+        let mut log = session(4, 1000);
+        log.push_discardable(Message::user("SKILL BODY ".repeat(100)));
+        let call = ToolCall::new(
+            "w",
+            "write",
+            format!(r#"{{"content":"{}"}}"#, "z".repeat(3000)),
+        );
+        log.push_step(
+            Message::Assistant(AssistantMessage {
+                tool_calls: vec![call.clone()],
+                ..AssistantMessage::default()
+            }),
+            [Message::Tool(ToolResult::ok(&call, "ok"))],
+        );
+        let tail = ToolCall::new("t", "read", "{}");
+        log.push_step(
+            Message::Assistant(AssistantMessage {
+                tool_calls: vec![tail.clone()],
+                ..AssistantMessage::default()
+            }),
+            [Message::Tool(ToolResult::ok(&tail, "live"))],
+        );
+        // A window where everything evictable must go.
+        let b = budget(&log, 1000);
+        let plan = TieredStrategy::new().with_marks(0.8, 1.0, 0.0).plan(
+            &StablePrefix::default(),
+            &log,
+            &b,
+        );
+        let replaced: Vec<usize> = plan.replace.iter().map(|(i, _)| *i).collect();
+        assert_eq!(replaced, [9, 2, 4, 6, 8, 10]);
+        let Message::Assistant(a) = &plan.replace[5].1 else {
+            panic!("not the write call")
+        };
+        assert_eq!(a.tool_calls[0].raw_arguments, r#"{"$evicted":3014}"#);
+    }
+
+    #[test]
+    fn when_eviction_is_not_enough_whole_units_go_from_the_front() {
+        // Many small results: nothing to evict (under 256 bytes), so truncation.
+        let log = session(60, 100);
+        let b = budget(&log, 2000);
+        assert!(b.usage() > 0.95, "{}", b.usage());
+        let plan = TieredStrategy::new().plan(&StablePrefix::default(), &log, &b);
+        assert!(!plan.drop.is_empty() && !plan.drop.contains(&0), "{plan:?}");
+    }
+}
