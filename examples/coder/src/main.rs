@@ -304,10 +304,6 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
     } = pick_model()?;
     out.line(format_args!("model: {desc}"));
     out.line(format_args!("folder: {}", cli.dir.display()));
-    out.line(format_args!(
-        "commands: {}",
-        sandbox.capabilities().isolation
-    ));
 
     let mut builder = HaloAgent::builder_shared(model)
         .system(SYSTEM)
@@ -326,6 +322,11 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
             EMBEDDED_TOOLS.join(", ")
         ));
     } else {
+        // The small model has no `bash`; for the others, how its commands are confined.
+        out.line(format_args!(
+            "commands: {}",
+            sandbox.capabilities().isolation
+        ));
         builder = builder.tools(tools)?;
     }
     let (hooks, policy) = approval::session_hooks(permissions);
