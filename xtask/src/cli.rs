@@ -81,6 +81,9 @@ pub enum Cmd {
 pub enum Bench {
     /// Cached share of input per provider, Halo against a baseline with a clock in the prompt.
     Cache,
+    /// Cached share of input, history rewrites and peak request of a 200-step session on a
+    /// 32k window, per context strategy and provider simulator.
+    Context,
     /// The embedded model's prefill, cold against KV-cache reuse.
     LocalCache,
     /// CPU per step of a 20-step tool loop at 20 to 2,000 history messages, Halo against rig 0.44.
@@ -150,6 +153,7 @@ pub fn dispatch(cli: Cli) -> anyhow::Result<()> {
         Cmd::Interop => crate::interop::run(),
         Cmd::Bench { name } => match name {
             Bench::Cache => crate::bench_cache::run(),
+            Bench::Context => crate::bench_context::run(),
             Bench::LocalCache => crate::bench_local::run(),
             Bench::Loop => crate::bench_loop::run(),
             Bench::Models => crate::bench_models::run(),
@@ -301,6 +305,16 @@ mod tests {
                 name: Bench::LocalCache
             }
         ));
+        assert!(matches!(
+            parse(&["bench", "context"]).unwrap().command,
+            Cmd::Bench {
+                name: Bench::Context
+            }
+        ));
+        assert_eq!(
+            kind(&["bench", "context", "--provider"]),
+            ErrorKind::UnknownArgument
+        );
         assert!(matches!(
             parse(&["bench", "loop"]).unwrap().command,
             Cmd::Bench { name: Bench::Loop }

@@ -7,13 +7,15 @@
 //!   folder; prints its path.
 //! - `cargo xtask demo ["TASK"] [--dir DIR] [--max-steps N] [--read-only] [--yes]`: set up
 //!   what is missing, then run the coding agent.
-//! - `cargo xtask bench <name>`: print measurements (`cache`, `local-cache`, `loop`, `models`, `sse`, `tools`).
+//! - `cargo xtask bench <name>`: print measurements (`cache`, `context`, `local-cache`, `loop`, `models`, `sse`, `tools`).
 //! - `cargo xtask release`: check versions and the changelog, package every crate, print the tag.
 //!
-//! xtask depends on no Halo crate: what needs one runs as an example through `cargo run`, so a
-//! broken adapter cannot break the CI entry point and `tidy` does not wait for reqwest.
+//! xtask depends on no Halo crate: what needs one runs as an example (or, for `bench context`,
+//! the package `examples/context-bench`) through `cargo run`, so a broken adapter cannot break
+//! the CI entry point and `tidy` does not wait for reqwest.
 
 mod bench_cache;
+mod bench_context;
 mod bench_local;
 mod bench_loop;
 mod bench_models;
