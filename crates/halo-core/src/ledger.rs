@@ -331,7 +331,16 @@ impl CacheLedger {
             if check.prefix_changed {
                 check.verdict = CacheVerdict::ExpectedMiss;
             } else {
-                let shared_bytes = planned.prefix_bytes + planned.reused_history_bytes;
+                // After a rewrite a context strategy planned, only the prefix is sure to be
+                // read again: a provider that caches at breakpoints (Anthropic) has no entry
+                // that ends between the prefix and the first changed message, while one that
+                // matches any prefix (OpenAI) reads more — a bonus, not a bust.
+                let shared_bytes =
+                    if planned.rewrite_planned && planned.reused < self.seen.digests.len() {
+                        planned.prefix_bytes
+                    } else {
+                        planned.prefix_bytes + planned.reused_history_bytes
+                    };
                 let prev_bytes = prev.prefix_bytes + self.seen.bytes;
                 check.expected_cached_tokens = prev.input_tokens.map(|tokens| {
                     (u128::from(tokens) * u128::from(shared_bytes) / u128::from(prev_bytes.max(1)))

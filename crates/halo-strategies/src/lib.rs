@@ -8,7 +8,7 @@
 //! | strategy | what it does |
 //! |---|---|
 //! | [`TruncateStrategy`] | drops whole units from the front in one chunk, from a high-water mark (90 %) down to a low-water mark (60 %) |
-//! | [`TieredStrategy`] | from 80 %, replaces old tool results and long tool-call arguments in place by `{"$evicted": N}` (discardable entries first), down to 60 %; from 95 %, when that is not enough, drops whole units as truncation does |
+//! | [`TieredStrategy`] | from 85 %, replaces old tool results and long tool-call arguments in place by `{"$evicted": N}` (discardable entries first), down to 55 %; from 95 %, when that is not enough, drops whole units as truncation does |
 //!
 //! ```
 //! use std::sync::Arc;

@@ -3,12 +3,12 @@
 //!
 //! - **Layer 0**, the tool-output budget, is the sandbox's head+tail cut of each result: it
 //!   happens before a result enters the log, not here.
-//! - **Layer 1**, from the eviction mark (default 80 % of the window): old tool results and
+//! - **Layer 1**, from the eviction mark (default 85 % of the window): old tool results and
 //!   over-long tool-call arguments are replaced in place by the JSON object
 //!   `{"$evicted": N}` (N = bytes removed) — not a marker string a model might copy into a
 //!   later `write`. Discardable entries (skill bodies) go first, then the oldest results,
 //!   then the oldest long arguments, until the request is down to the low-water mark
-//!   (default 60 %). The live tool round is never touched. In Halo's history a tool result
+//!   (default 55 %). The live tool round is never touched. In Halo's history a tool result
 //!   is a message of its own, so this works the same whatever the wire shape: OpenAI-style
 //!   `role: tool` messages, or Anthropic `tool_result` blocks that the adapter groups in one
 //!   user message.
@@ -55,13 +55,15 @@ pub struct TieredStrategy {
 }
 
 impl Default for TieredStrategy {
-    /// Evict from 80 %, truncate from 95 %, both down to 60 %; arguments over 2,048 bytes and
-    /// results over 256 bytes may be evicted; the task is kept.
+    /// Evict from 85 %, truncate from 95 %, both down to 55 %; arguments over 2,048 bytes and
+    /// results over 256 bytes may be evicted; the task is kept. The 30-point chunk matches
+    /// [`TruncateStrategy`]'s, so a provider that caches only at breakpoints (Anthropic), for
+    /// which every rewrite costs the whole history, sees no more rewrites than under it.
     fn default() -> Self {
         TieredStrategy {
-            evict_at: 0.8,
+            evict_at: 0.85,
             truncate_at: 0.95,
-            low_water: 0.6,
+            low_water: 0.55,
             long_arguments: 2048,
             min_evict: 256,
             keep_task: true,
