@@ -131,9 +131,10 @@ pub trait ContextStrategy: Send + Sync + fmt::Debug {
 }
 
 /// The window an agent's context strategy works with when neither its [`ContextConfig`] nor
-/// its model names one ([`ModelAdapter::context_window`] is `None`): 32,000 tokens, which
-/// every model the adapters know holds, and the window the strategies' tests are measured
-/// on.
+/// its model names one
+/// ([`ModelAdapter::context_window`](crate::ModelAdapter::context_window) is `None`):
+/// 32,000 tokens, which every model the adapters know holds, and the window the strategies'
+/// tests are measured on.
 pub const DEFAULT_CONTEXT_WINDOW: u64 = 32_000;
 
 /// An agent's context settings: the strategy, the model's window and the token count.
