@@ -110,6 +110,10 @@ pub struct DemoArgs {
     /// The most model calls the run may make.
     #[arg(long, value_name = "N")]
     pub max_steps: Option<u32>,
+    /// The model's context window in tokens (default: the model's documented window, else
+    /// 32000); the history is truncated from 90 % of it down to 60 %.
+    #[arg(long, value_name = "N")]
+    pub context_window: Option<u64>,
     /// Only the reading tools.
     #[arg(long)]
     pub read_only: bool,
@@ -223,6 +227,10 @@ mod tests {
             kind(&["demo", "task", "--max-steps", "many"]),
             ErrorKind::ValueValidation
         );
+        assert_eq!(
+            kind(&["demo", "task", "--context-window", "16k"]),
+            ErrorKind::ValueValidation
+        );
         assert_eq!(kind(&["demo", "  "]), ErrorKind::ValueValidation);
         assert_eq!(
             kind(&["demo", "--resume"]),
@@ -250,6 +258,8 @@ mod tests {
             "Fix the bug",
             "--max-steps",
             "7",
+            "--context-window",
+            "16000",
             "--dir",
             "/tmp/x",
             "--read-only",
@@ -268,6 +278,7 @@ mod tests {
                 task: Some("Fix the bug".into()),
                 dir: Some(PathBuf::from("/tmp/x")),
                 max_steps: Some(7),
+                context_window: Some(16_000),
                 read_only: true,
                 yes: true,
                 sandbox: Some("read-only".into()),

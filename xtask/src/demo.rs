@@ -1,5 +1,6 @@
-//! `cargo xtask demo ["TASK"] [--dir DIR] [--max-steps N] [--read-only] [--yes]
-//! [--sandbox MODE] [--network] [--session FILE] [--resume] [--json]`: sets up what is missing, then runs `examples/coder`
+//! `cargo xtask demo ["TASK"] [--dir DIR] [--max-steps N] [--context-window N] [--read-only]
+//! [--yes] [--sandbox MODE] [--network] [--session FILE] [--resume] [--json]`: sets up what is
+//! missing, then runs `examples/coder`
 //! (the flags are the coder's and are passed on to it).
 //!
 //! With `ANTHROPIC_API_KEY`, `GEMINI_API_KEY`, `DEEPSEEK_API_KEY` or `OPENAI_API_KEY` set
@@ -48,6 +49,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         task,
         dir,
         max_steps,
+        context_window,
         read_only,
         yes,
         sandbox,
@@ -121,34 +123,81 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     if let Some(task) = &task {
         cmd.arg(task);
     }
-    // The coder runs in the workspace root: paths the user gave relative to their own folder
-    // are made absolute first.
-    cmd.arg("--dir").arg(std::path::absolute(&dir)?);
-    if let Some(n) = max_steps {
-        cmd.arg("--max-steps").arg(n.to_string());
-    }
-    if read_only {
-        cmd.arg("--read-only");
-    }
-    if yes {
-        cmd.arg("--yes");
-    }
-    if let Some(mode) = &sandbox {
-        cmd.arg("--sandbox").arg(mode);
-    }
-    if network {
-        cmd.arg("--network");
-    }
-    if let Some(session) = &session {
-        cmd.arg("--session").arg(std::path::absolute(session)?);
-    }
-    if resume {
-        cmd.arg("--resume");
-    }
-    if json {
-        cmd.arg("--json");
-    }
+    cmd.args(coder_flags(
+        &dir,
+        &Flags {
+            max_steps,
+            context_window,
+            read_only,
+            yes,
+            sandbox,
+            network,
+            session,
+            resume,
+            json,
+        },
+    )?);
     run_cmd(&mut cmd)
+}
+
+/// The coder flags `cargo xtask demo` passes on, as given.
+#[derive(Debug, Default)]
+struct Flags {
+    max_steps: Option<u32>,
+    context_window: Option<u64>,
+    read_only: bool,
+    yes: bool,
+    sandbox: Option<String>,
+    network: bool,
+    session: Option<std::path::PathBuf>,
+    resume: bool,
+    json: bool,
+}
+
+/// The coder's arguments after TASK: `--dir DIR`, then each flag that was given. The coder
+/// runs in the workspace root, so paths the user gave relative to their own folder are made
+/// absolute first.
+///
+/// # Errors
+/// When the current directory cannot be read to make a path absolute.
+fn coder_flags(dir: &std::path::Path, f: &Flags) -> anyhow::Result<Vec<std::ffi::OsString>> {
+    let mut out: Vec<std::ffi::OsString> =
+        vec!["--dir".into(), std::path::absolute(dir)?.into_os_string()];
+    let mut flag = |name: &str, value: Option<std::ffi::OsString>| {
+        out.push(name.into());
+        out.extend(value);
+    };
+    if let Some(n) = f.max_steps {
+        flag("--max-steps", Some(n.to_string().into()));
+    }
+    if let Some(n) = f.context_window {
+        flag("--context-window", Some(n.to_string().into()));
+    }
+    if f.read_only {
+        flag("--read-only", None);
+    }
+    if f.yes {
+        flag("--yes", None);
+    }
+    if let Some(mode) = &f.sandbox {
+        flag("--sandbox", Some(mode.into()));
+    }
+    if f.network {
+        flag("--network", None);
+    }
+    if let Some(session) = &f.session {
+        flag(
+            "--session",
+            Some(std::path::absolute(session)?.into_os_string()),
+        );
+    }
+    if f.resume {
+        flag("--resume", None);
+    }
+    if f.json {
+        flag("--json", None);
+    }
+    Ok(out)
 }
 
 /// Whether the coder binary was built before, with (`local`) or without the embedded model: a
@@ -172,4 +221,47 @@ fn built(local: bool) -> bool {
                 && e.path().join("output").exists()
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_flag_is_passed_on_to_the_coder() {
+        let flags = Flags {
+            max_steps: Some(41),
+            context_window: Some(16_000),
+            read_only: true,
+            yes: true,
+            sandbox: Some("full-access".into()),
+            network: true,
+            session: Some("/tmp/s.jsonl".into()),
+            resume: true,
+            json: true,
+        };
+        let args = coder_flags(std::path::Path::new("/tmp/p"), &flags).unwrap();
+        assert_eq!(
+            args,
+            [
+                "--dir",
+                "/tmp/p",
+                "--max-steps",
+                "41",
+                "--context-window",
+                "16000",
+                "--read-only",
+                "--yes",
+                "--sandbox",
+                "full-access",
+                "--network",
+                "--session",
+                "/tmp/s.jsonl",
+                "--resume",
+                "--json",
+            ]
+        );
+        let none = coder_flags(std::path::Path::new("/tmp/p"), &Flags::default()).unwrap();
+        assert_eq!(none, ["--dir", "/tmp/p"], "flags not given are not passed");
+    }
 }

@@ -369,6 +369,12 @@ impl ModelAdapter for AnthropicAdapter {
             .with_forced_tool(true)
     }
 
+    /// The model's window from the per-model table ([`crate::window`]); `None` for an id
+    /// it does not know.
+    fn context_window(&self) -> Option<u64> {
+        crate::window::context_window(&self.model)
+    }
+
     /// Sends one Messages request, retrying retryable failures.
     ///
     /// # Errors

@@ -545,6 +545,12 @@ impl ModelAdapter for GeminiAdapter {
             .with_allowed_tools(true)
     }
 
+    /// The model's window from the per-model table ([`crate::window`]); `None` for an id
+    /// it does not know.
+    fn context_window(&self) -> Option<u64> {
+        crate::window::context_window(&self.model)
+    }
+
     /// Sends one `generateContent` request (naming the prefix's cached content when there
     /// is one, see the [module docs](self)), retrying retryable failures.
     ///

@@ -7,6 +7,7 @@
 //! [`gemini`] speaks Gemini's `generateContent` API and keeps a `cachedContents` object per prefix.
 //! With the `sim` feature, `sim` serves loopback simulators of the OpenAI, DeepSeek, Anthropic
 //! and Gemini APIs that compute cached tokens by each provider's documented rules.
+//! [`window`] is the per-model table of context windows every adapter reports.
 
 pub mod anthropic;
 mod finish;
@@ -15,6 +16,7 @@ mod http;
 pub mod openai;
 pub mod sse;
 mod strict;
+pub mod window;
 
 #[cfg(feature = "local")]
 pub mod local;

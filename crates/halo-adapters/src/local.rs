@@ -415,6 +415,12 @@ impl ModelAdapter for LocalAdapter {
             .with_forced_tool(true)
     }
 
+    /// The loaded model's context, `n_ctx` ([`context_tokens`](Self::context_tokens)): the
+    /// configured size capped at the model's training context.
+    fn context_window(&self) -> Option<u64> {
+        Some(u64::from(self.context_tokens))
+    }
+
     /// Runs one call on the worker thread.
     ///
     /// # Errors

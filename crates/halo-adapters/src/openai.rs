@@ -466,6 +466,12 @@ impl ModelAdapter for OpenAiCompatible {
         }
     }
 
+    /// The model's window from the per-model table ([`crate::window`]); `None` for an id
+    /// it does not know.
+    fn context_window(&self) -> Option<u64> {
+        crate::window::context_window(&self.model)
+    }
+
     /// Sends one chat-completions request, retrying retryable failures.
     ///
     /// # Errors

@@ -131,6 +131,12 @@ impl HaloAgentBuilder {
     /// before every model call ([`crate::context`]). Without one the log's capacity
     /// ([`log_capacity`](Self::log_capacity)) is the only bound, and each eviction it makes
     /// once full costs a cache miss the ledger reports.
+    ///
+    /// The window is `config`'s when it sets one; otherwise
+    /// ([`ContextConfig::for_model`]) it is read from the model's
+    /// [`context_window`](ModelAdapter::context_window) at [`build`](Self::build), and is
+    /// [`DEFAULT_CONTEXT_WINDOW`](crate::context::DEFAULT_CONTEXT_WINDOW) when the model
+    /// names none. [`HaloAgent::context_window`] tells which it became.
     pub fn context(mut self, config: ContextConfig) -> Self {
         self.context = Some(config);
         self
@@ -222,6 +228,7 @@ impl HaloAgentBuilder {
     /// Builds the agent.
     pub fn build(self) -> HaloAgent {
         let restored = self.state.is_some() || self.store.is_none();
+        let model_window = self.model.context_window();
         HaloAgent {
             model: self.model,
             prefix: self.prefix,
@@ -240,7 +247,11 @@ impl HaloAgentBuilder {
             steering: SteeringHandle::default(),
             cancel: CancelToken::default(),
             manual: false,
-            context: self.context,
+            context: self.context.map(|mut config| {
+                let window = config.window_for(model_window);
+                config.context_window = Some(window);
+                config
+            }),
         }
     }
 }
@@ -314,6 +325,13 @@ impl HaloAgent {
             state: None,
             context: None,
         }
+    }
+
+    /// The context window the agent's context strategy works with, in tokens: the
+    /// [`ContextConfig`]'s, or the model's, or the default (see
+    /// [`HaloAgentBuilder::context`]); `None` without a context strategy.
+    pub fn context_window(&self) -> Option<u64> {
+        self.context.as_ref().and_then(|c| c.context_window)
     }
 
     /// The stable prefix.

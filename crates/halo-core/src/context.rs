@@ -130,13 +130,55 @@ pub trait ContextStrategy: Send + Sync + fmt::Debug {
     ) -> ContextPlan;
 }
 
+/// The window an agent's context strategy works with when neither its [`ContextConfig`] nor
+/// its model names one
+/// ([`ModelAdapter::context_window`](crate::ModelAdapter::context_window) is `None`):
+/// 32,000 tokens, which every model the adapters know holds, and the window the strategies'
+/// tests are measured on.
+pub const DEFAULT_CONTEXT_WINDOW: u64 = 32_000;
+
 /// An agent's context settings: the strategy, the model's window and the token count.
+///
+/// The window is the one set here ([`new`](Self::new),
+/// [`with_context_window`](Self::with_context_window)), or else the model's own, taken from
+/// [`ModelAdapter::context_window`] (each adapter's per-model table) when the agent is built
+/// ([`for_model`](Self::for_model)), or else [`DEFAULT_CONTEXT_WINDOW`]:
+///
+/// ```
+/// use std::sync::Arc;
+/// use halo_core::context::{ContextConfig, ContextPlan, ContextStrategy, DEFAULT_CONTEXT_WINDOW};
+/// use halo_core::{HaloAgent, testing::ScriptedModel};
+///
+/// #[derive(Debug)]
+/// struct Keep;
+/// impl ContextStrategy for Keep {
+///     fn plan(&self, _: &halo_core::StablePrefix, _: &halo_core::MessageLog,
+///             _: &halo_core::ContextBudget<'_>) -> ContextPlan { ContextPlan::keep() }
+/// }
+///
+/// let model = || ScriptedModel::new().with_context_window(128_000);
+/// // From the model's table:
+/// let agent = HaloAgent::builder(model()).context(ContextConfig::for_model(Arc::new(Keep))).build();
+/// assert_eq!(agent.context_window(), Some(128_000));
+/// // Set per agent, whatever the model says:
+/// let config = ContextConfig::for_model(Arc::new(Keep)).with_context_window(16_000);
+/// let agent = HaloAgent::builder(model()).context(config).build();
+/// assert_eq!(agent.context_window(), Some(16_000));
+/// // A model that names no window gets the default:
+/// let agent = HaloAgent::builder(ScriptedModel::new())
+///     .context(ContextConfig::for_model(Arc::new(Keep)))
+///     .build();
+/// assert_eq!(agent.context_window(), Some(DEFAULT_CONTEXT_WINDOW));
+/// ```
+///
+/// [`ModelAdapter::context_window`]: crate::ModelAdapter::context_window
 #[derive(Debug, Clone)]
 pub struct ContextConfig {
     /// The strategy.
     pub strategy: Arc<dyn ContextStrategy>,
-    /// The model's context window, in tokens.
-    pub context_window: u64,
+    /// The context window, in tokens; `None`: the model's, resolved when the agent is built
+    /// (see the [type docs](Self)). An agent's config always holds `Some` once built.
+    pub context_window: Option<u64>,
     /// The local token count (default [`BytesEstimator`]).
     pub estimator: Arc<dyn TokenEstimator>,
 }
@@ -144,17 +186,42 @@ pub struct ContextConfig {
 impl ContextConfig {
     /// `strategy` over a window of `context_window` tokens, counting with [`BytesEstimator`].
     pub fn new(strategy: Arc<dyn ContextStrategy>, context_window: u64) -> Self {
+        Self::for_model(strategy).with_context_window(context_window)
+    }
+
+    /// `strategy` over the model's own window ([`ModelAdapter::context_window`], read when
+    /// the agent is built; [`DEFAULT_CONTEXT_WINDOW`] when the model names none), counting
+    /// with [`BytesEstimator`].
+    ///
+    /// [`ModelAdapter::context_window`]: crate::ModelAdapter::context_window
+    pub fn for_model(strategy: Arc<dyn ContextStrategy>) -> Self {
         ContextConfig {
             strategy,
-            context_window,
+            context_window: None,
             estimator: Arc::new(BytesEstimator),
         }
+    }
+
+    /// Sets the window, in tokens, whatever the model says (`--context-window N` on the
+    /// coder).
+    pub fn with_context_window(mut self, tokens: u64) -> Self {
+        self.context_window = Some(tokens);
+        self
     }
 
     /// Counts tokens with `estimator` instead.
     pub fn with_estimator(mut self, estimator: Arc<dyn TokenEstimator>) -> Self {
         self.estimator = estimator;
         self
+    }
+
+    /// The window in tokens: the one set, else `model_window` (the model's
+    /// [`context_window`](crate::ModelAdapter::context_window)), else
+    /// [`DEFAULT_CONTEXT_WINDOW`].
+    pub fn window_for(&self, model_window: Option<u64>) -> u64 {
+        self.context_window
+            .or(model_window)
+            .unwrap_or(DEFAULT_CONTEXT_WINDOW)
     }
 }
 
@@ -210,5 +277,30 @@ mod tests {
         log.push(Message::assistant("a"));
         log.push(Message::user("b"));
         assert_eq!(live_round_start(&log), 1);
+    }
+
+    #[derive(Debug)]
+    struct Keep;
+    impl ContextStrategy for Keep {
+        fn plan(&self, _: &StablePrefix, _: &MessageLog, _: &ContextBudget<'_>) -> ContextPlan {
+            ContextPlan::keep()
+        }
+    }
+
+    #[test]
+    fn the_window_set_wins_over_the_models_which_wins_over_the_default() {
+        let set = ContextConfig::new(Arc::new(Keep), 16_000);
+        assert_eq!(set.window_for(Some(128_000)), 16_000);
+        assert_eq!(set.window_for(None), 16_000);
+        let from_model = ContextConfig::for_model(Arc::new(Keep));
+        assert_eq!(from_model.context_window, None);
+        assert_eq!(from_model.window_for(Some(128_000)), 128_000);
+        assert_eq!(from_model.window_for(None), DEFAULT_CONTEXT_WINDOW);
+        assert_eq!(
+            from_model
+                .with_context_window(8_000)
+                .window_for(Some(128_000)),
+            8_000
+        );
     }
 }

@@ -461,7 +461,9 @@ impl RunState {
         };
         let local = estimate(&self.log);
         let budget = ContextBudget {
-            context_window: config.context_window,
+            // The agent resolves the model's window when it is built; a caller driving the
+            // engine by hand without one gets the default.
+            context_window: config.window_for(None),
             used_tokens: (local as f64 * self.calibration).ceil() as u64,
             calibration: self.calibration,
             estimator,

@@ -73,7 +73,10 @@ pub mod tool;
 pub use agent::{DEFAULT_MAX_STEPS, HaloAgent, HaloAgentBuilder};
 pub use cancel::CancelToken;
 pub use clock::{Clock, SystemClock};
-pub use context::{ContextBudget, ContextConfig, ContextPlan, ContextStrategy, TokenEstimator};
+pub use context::{
+    ContextBudget, ContextConfig, ContextPlan, ContextStrategy, DEFAULT_CONTEXT_WINDOW,
+    TokenEstimator,
+};
 pub use engine::{Next, PendingStep, RunState};
 pub use error::HaloError;
 pub use guardrail::{

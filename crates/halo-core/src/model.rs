@@ -654,6 +654,15 @@ pub trait ModelAdapter: Send + Sync {
         ModelCapabilities::default()
     }
 
+    /// The model's context window in tokens (prompt and answer together, as the provider
+    /// counts them), or `None` when the adapter does not know it (default). The adapters
+    /// take it from a per-model table of the providers' documented windows; an agent whose
+    /// [`ContextConfig`](crate::ContextConfig) sets no window uses it
+    /// ([`ContextConfig::for_model`](crate::ContextConfig::for_model)).
+    fn context_window(&self) -> Option<u64> {
+        None
+    }
+
     /// Runs one model call.
     ///
     /// # Errors
@@ -762,6 +771,9 @@ impl<M: ModelAdapter + ?Sized> ModelAdapter for Arc<M> {
     }
     fn capabilities(&self) -> ModelCapabilities {
         (**self).capabilities()
+    }
+    fn context_window(&self) -> Option<u64> {
+        (**self).context_window()
     }
     async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         (**self).generate(request).await

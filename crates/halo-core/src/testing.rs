@@ -54,6 +54,7 @@ struct State {
     requests: Vec<RecordedRequest>,
     next_call_id: u64,
     capabilities: ModelCapabilities,
+    context_window: Option<u64>,
 }
 
 /// A model that replays a script. Cheap to clone; clones share the script and the record.
@@ -77,6 +78,13 @@ impl ScriptedModel {
     /// [`OutputMode::Auto`](crate::OutputMode::Auto) picks the prompted mode).
     pub fn with_capabilities(self, capabilities: ModelCapabilities) -> Self {
         self.lock().capabilities = capabilities;
+        self
+    }
+
+    /// Says the model's context window is `tokens` (default: unknown, `None`), as an
+    /// adapter's per-model table would.
+    pub fn with_context_window(self, tokens: u64) -> Self {
+        self.lock().context_window = Some(tokens);
         self
     }
 
@@ -200,6 +208,10 @@ impl ModelAdapter for ScriptedModel {
 
     fn capabilities(&self) -> ModelCapabilities {
         self.lock().capabilities
+    }
+
+    fn context_window(&self) -> Option<u64> {
+        self.lock().context_window
     }
 
     async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {

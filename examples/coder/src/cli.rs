@@ -1,5 +1,5 @@
 //! The coder's command line (clap derive): a task, the folder, limits and permissions, the
-//! session journal, and the output format.
+//! context window, the session journal, and the output format.
 
 use std::path::PathBuf;
 
@@ -31,6 +31,11 @@ pub struct Cli {
     /// The most model calls the run may make.
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = at_least_one)]
     pub max_steps: usize,
+    /// The model's context window in tokens. Once a request would use more than 90 % of it,
+    /// the oldest tool rounds are dropped in one chunk, down to 60 % (the task is kept).
+    /// Default: the model's documented window (the adapters' per-model table), else 32000.
+    #[arg(long, value_name = "N", value_parser = window_tokens)]
+    pub context_window: Option<u64>,
     /// Only the reading tools: read, ls, glob, grep.
     #[arg(long)]
     pub read_only: bool,
@@ -99,6 +104,19 @@ fn non_empty(s: &str) -> Result<String, String> {
     }
 }
 
+/// The smallest `--context-window`: below it even a task and one tool result do not fit.
+pub const MIN_CONTEXT_WINDOW: u64 = 1024;
+
+fn window_tokens(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(n) if n < MIN_CONTEXT_WINDOW => Err(format!(
+            "a context window of {n} tokens is too small; give at least {MIN_CONTEXT_WINDOW}"
+        )),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{s}` is not a number of tokens")),
+    }
+}
+
 fn at_least_one(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(0) => Err("a run needs at least 1 step".into()),
@@ -143,6 +161,8 @@ mod tests {
             "--sandbox",
             "full-access",
             "--network",
+            "--context-window",
+            "16000",
         ])
         .unwrap();
         assert_eq!(
@@ -151,6 +171,7 @@ mod tests {
                 task: Some("Fix the bug".into()),
                 dir: PathBuf::from("/tmp/x"),
                 max_steps: 7,
+                context_window: Some(16_000),
                 read_only: true,
                 yes: true,
                 sandbox: Sandbox::FullAccess,
@@ -166,7 +187,10 @@ mod tests {
             "--read-only wins"
         );
         let cli = parse(&["task"]).unwrap();
-        assert_eq!((&cli.dir, cli.max_steps), (&PathBuf::from("."), 10));
+        assert_eq!(
+            (&cli.dir, cli.max_steps, cli.context_window),
+            (&PathBuf::from("."), 10, None)
+        );
         assert_eq!(
             (cli.sandbox_mode(), cli.network),
             (SandboxMode::WorkspaceWrite, false)
@@ -210,5 +234,22 @@ mod tests {
         assert_eq!(kind(&["--help"]), ErrorKind::DisplayHelp);
         let err = parse(&["t", "--max-steps", "0"]).unwrap_err().to_string();
         assert!(err.contains("at least 1 step"), "{err}");
+        for bad in ["0", "1023", "16k", ""] {
+            assert_eq!(
+                kind(&["t", "--context-window", bad]),
+                ErrorKind::ValueValidation,
+                "--context-window {bad:?}"
+            );
+        }
+        let err = parse(&["t", "--context-window", "100"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("at least 1024"), "{err}");
+        assert_eq!(
+            parse(&["t", "--context-window", "1024"])
+                .unwrap()
+                .context_window,
+            Some(1024)
+        );
     }
 }

@@ -4,7 +4,11 @@
 //! Every model gets [`SYSTEM`]. The small embedded model also gets only the read-only tools
 //! ([`EMBEDDED_TOOLS`]), two worked examples as few-shot turns ([`embedded_examples`]), short
 //! answers ([`embedded_options`]) and, in its adapter, `Auto` resolved by the conversation's
-//! shape ([`embedded_config`]): [`embedded_agent`] applies all of it. [`approval`] holds the
+//! shape ([`embedded_config`]): [`embedded_agent`] applies all of it. Every model the coder
+//! runs gets the [`strategies`]: `TieredStrategy` over the context window
+//! ([`window_source`] says where the window came from), `BasicRepair` and `LoopSuppression`
+//! (the `model_tasks` benchmark does not apply them yet; its tasks take two steps, where
+//! they change nothing). [`approval`] holds the
 //! session's safety hooks and the terminal approval prompt.
 
 pub mod approval;
@@ -12,9 +16,10 @@ pub mod approval;
 use std::sync::Arc;
 
 use halo_core::{
-    AssistantMessage, DynTool, GenerationOptions, HaloAgentBuilder, HaloError, Message, ToolCall,
-    ToolResult,
+    AssistantMessage, ContextConfig, DynTool, GenerationOptions, HaloAgentBuilder, HaloError,
+    Message, ModelAdapter, ToolCall, ToolResult,
 };
+use halo_strategies::{BasicRepair, LoopSuppression, TieredStrategy};
 
 /// The system prompt.
 pub const SYSTEM: &str = "You are a coding agent working in a project folder. \
@@ -77,4 +82,137 @@ pub fn embedded_agent(
         .few_shot(embedded_examples())
         .options(embedded_options())
         .tools(tools)
+}
+
+/// Where the coder's [`TieredStrategy`] starts evicting old tool output in place, as a
+/// share of the context window.
+pub const EVICT_AT: f64 = 0.85;
+
+/// Where it drops whole tool rounds from the front, when eviction was not enough.
+pub const TRUNCATE_AT: f64 = 0.95;
+
+/// Where each of its layers stops.
+pub const LOW_WATER: f64 = 0.55;
+
+/// Gives `builder` the coder's strategies, for every model:
+/// - context: [`TieredStrategy`]: from [`EVICT_AT`] old tool results and long arguments are
+///   replaced in place by `{"$evicted": N}`, from [`TRUNCATE_AT`] whole tool rounds are dropped
+///   from the front (the task kept), each in one chunk down to [`LOW_WATER`]; over
+///   `context_window` tokens, or,
+///   when that is `None`, the model's own window (its adapter's per-model table, read at
+///   build time), else [`halo_core::DEFAULT_CONTEXT_WINDOW`];
+/// - [`BasicRepair`]: tool names and argument strings repaired before a turn is logged;
+/// - [`LoopSuppression`] with its defaults: a repeated call, an alternation, a repeated
+///   error or a monologue is nudged once, then ends the run.
+///
+/// With the small embedded model they change nothing in a normal task (one round of calls,
+/// then the answer): no rewrite far below its window, nothing to repair in a well-formed call,
+/// no loop in two steps (`tests::the_embedded_set_up_answers_with_the_strategies_on`).
+pub fn strategies(builder: HaloAgentBuilder, context_window: Option<u64>) -> HaloAgentBuilder {
+    let tiered = TieredStrategy::new().with_marks(EVICT_AT, TRUNCATE_AT, LOW_WATER);
+    let mut context = ContextConfig::for_model(Arc::new(tiered));
+    if let Some(tokens) = context_window {
+        context = context.with_context_window(tokens);
+    }
+    builder
+        .context(context)
+        .repair(BasicRepair::new())
+        .loop_guard(LoopSuppression::default())
+}
+
+/// Where the context window [`strategies`] gives the agent comes from, for the startup line:
+/// `--context-window` when the flag set it, else the model's table, else the default.
+pub fn window_source(flag: Option<u64>, model: &dyn ModelAdapter) -> &'static str {
+    match (flag, model.context_window()) {
+        (Some(_), _) => "--context-window",
+        (None, Some(_)) => "the model's documented window",
+        (None, None) => "default: the model's window is unknown; set --context-window",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use halo_core::testing::ScriptedModel;
+    use halo_core::{DEFAULT_CONTEXT_WINDOW, HaloAgent, ToolSpec, async_trait};
+    use halo_core::{ToolError, ToolOutput};
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    /// `read`, as the embedded model sees it.
+    struct Read;
+
+    #[async_trait]
+    impl DynTool for Read {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec::new(
+                "read",
+                "Reads a file.",
+                json!({
+                    "type": "object",
+                    "properties": {"path": {"type": "string"}},
+                    "required": ["path"],
+                }),
+            )
+        }
+        async fn call_json(&self, args: Value) -> Result<ToolOutput, ToolError> {
+            Ok(format!(
+                "     1\tcontents of {}",
+                args["path"].as_str().unwrap_or("?")
+            )
+            .into())
+        }
+    }
+
+    #[test]
+    fn the_window_is_the_flags_else_the_models_else_the_default() {
+        let agent =
+            |model: ScriptedModel, flag| strategies(HaloAgent::builder(model), flag).build();
+        let known = || ScriptedModel::new().with_context_window(128_000);
+        assert_eq!(agent(known(), Some(16_000)).context_window(), Some(16_000));
+        assert_eq!(agent(known(), None).context_window(), Some(128_000));
+        assert_eq!(
+            agent(ScriptedModel::new(), None).context_window(),
+            Some(DEFAULT_CONTEXT_WINDOW)
+        );
+        assert_eq!(window_source(Some(16_000), &known()), "--context-window");
+        assert_eq!(
+            window_source(None, &known()),
+            "the model's documented window"
+        );
+        assert!(window_source(None, &ScriptedModel::new()).starts_with("default"));
+    }
+
+    // The embedded path (few-shot turns in the prefix, one round of calls, then the answer)
+    // with the strategies on, on a window as small as the embedded model's n_ctx (4096): the
+    // run ends with the answer, nothing is rewritten, repaired or nudged.
+    #[test]
+    fn the_embedded_set_up_answers_with_the_strategies_on() {
+        let model = ScriptedModel::new()
+            .with_context_window(4096)
+            .tool_call("read", json!({"path": "README.md"}))
+            .text("A tiny project.");
+        let builder =
+            embedded_agent(HaloAgent::builder(model.clone()), vec![Arc::new(Read)]).unwrap();
+        let mut agent = strategies(builder, None).build();
+        assert_eq!(agent.context_window(), Some(4096));
+        let out =
+            futures::executor::block_on(agent.generate_text("What is README.md about?")).unwrap();
+        assert_eq!(out.text, "A tiny project.");
+        assert_eq!(out.steps.len(), 2);
+        assert_eq!(
+            out.steps[0].tool_results[0].content,
+            "     1\tcontents of README.md"
+        );
+        assert_eq!(
+            (
+                out.stats.history_rewrites,
+                out.stats.tool_call_repairs,
+                agent.log().len()
+            ),
+            (0, 0, 4),
+            "no rewrite, no repair, no nudge in the log"
+        );
+        model.assert_consumed();
+    }
 }

@@ -1,8 +1,8 @@
 //! `coder`: Halo's main job — a coding agent working in a sandboxed folder.
 //!
 //! ```text
-//! cargo run -p coder -- "TASK" [--dir DIR] [--max-steps N] [--read-only] [--yes]
-//!                              [--session FILE] [--json]
+//! cargo run -p coder -- "TASK" [--dir DIR] [--max-steps N] [--context-window N]
+//!                              [--read-only] [--yes] [--session FILE] [--json]
 //! cargo run -p coder -- --session FILE --resume [--dir DIR] [...]
 //! ```
 //!
@@ -25,6 +25,13 @@
 //! (`HaloAgent::stream_text`): the model's text token by token, each tool call as it is
 //! decided, its (shortened) result, then a stats line.
 //!
+//! Long sessions stay inside the model's context window (`coder::strategies`): once a request
+//! would pass 90 % of it, the oldest tool rounds are dropped in one chunk down to 60 % (one
+//! prompt-cache miss, then hits again), the task kept. The window is `--context-window N`, or
+//! the model's documented window (the adapters' per-model table), or 32000; the startup line
+//! `context: …` says which. Malformed tool calls are repaired (`BasicRepair`) and a looping
+//! model is nudged once, then stopped (`LoopSuppression`).
+//!
 //! Safety hooks (`approval.rs`): a command denylist, a permission policy and output
 //! truncation. By default file edits run and each command asks `[Y]es / [N]o / [Q]uit` on
 //! the terminal; `--read-only` allows only reading, `--yes` runs commands without asking.
@@ -42,7 +49,7 @@ use anyhow::{Context, bail};
 use std::io::Write as _;
 
 use clap::Parser as _;
-use coder::{EMBEDDED_TOOLS, SYSTEM, approval};
+use coder::{EMBEDDED_TOOLS, EVICT_AT, LOW_WATER, SYSTEM, TRUNCATE_AT, approval};
 use futures::StreamExt as _;
 use halo_core::Sandbox;
 use halo_core::{
@@ -204,7 +211,7 @@ fn print_stats(out: Out, result: &GenerateTextResult, started: Instant) {
     };
     let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     out.line(format_args!(
-        "stats: {}, {}, input {} tokens, output {} tokens, cached {} tokens read / {written} written (expected {} read, {}), hit ratio {:.1} %, wall time {:.1} s",
+        "stats: {}, {}, input {} tokens, output {} tokens, cached {} tokens read / {written} written (expected {} read, {}), {}, hit ratio {:.1} %, wall time {:.1} s",
         plural(s.steps, "step", "steps"),
         plural(s.tool_calls, "tool call", "tool calls"),
         s.input_tokens,
@@ -212,6 +219,7 @@ fn print_stats(out: Out, result: &GenerateTextResult, started: Instant) {
         s.cache_read_tokens,
         s.expected_cached_tokens,
         plural(s.cache_busts, "cache bust", "cache busts"),
+        plural(s.history_rewrites, "history rewrite", "history rewrites"),
         100.0 * s.cache_hit_ratio(),
         started.elapsed().as_secs_f64()
     ));
@@ -303,6 +311,7 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
         gemini,
     } = pick_model()?;
     out.line(format_args!("model: {desc}"));
+    let window_source = coder::window_source(cli.context_window, &*model);
     out.line(format_args!("folder: {}", cli.dir.display()));
 
     let mut builder = HaloAgent::builder_shared(model)
@@ -337,7 +346,15 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
     if let Some(path) = &cli.session {
         builder = builder.session(Arc::new(JsonlStore::new(path)));
     }
+    builder = coder::strategies(builder, cli.context_window);
     let mut agent = builder.build();
+    out.line(format_args!(
+        "context: {} tokens ({window_source}), tool output evicted from {:.0} %, rounds dropped from {:.0} %, down to {:.0} %",
+        agent.context_window().unwrap_or_default(),
+        EVICT_AT * 100.0,
+        TRUNCATE_AT * 100.0,
+        LOW_WATER * 100.0
+    ));
     if let Some(path) = &cli.session {
         agent.restore_session().await?;
         out.line(session_line(path, agent.log().len()));

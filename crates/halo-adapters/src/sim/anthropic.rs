@@ -237,6 +237,12 @@ impl AnthropicSim {
         self.lock().context_window = tokens;
     }
 
+    /// The context window set with [`set_context_window`](Self::set_context_window), in
+    /// tokens (`None`: no limit), to give the agent under test the same window.
+    pub fn context_window(&self) -> Option<u64> {
+        self.lock().context_window
+    }
+
     /// Moves the cache's clock forward by `by` (entries older than their TTL expire).
     pub fn advance_clock(&self, by: Duration) {
         self.lock().clock_offset += by;

@@ -313,6 +313,12 @@ impl GeminiSim {
         self.lock().context_window = tokens;
     }
 
+    /// The context window set with [`set_context_window`](Self::set_context_window), in
+    /// tokens (`None`: no limit), to give the agent under test the same window.
+    pub fn context_window(&self) -> Option<u64> {
+        self.lock().context_window
+    }
+
     /// Whether answers carry `thoughtSignature`s (on the first function call of a turn, or
     /// the last part of a text answer), and requests are checked for them like Gemini 3.
     pub fn set_thought_signatures(&self, on: bool) {

@@ -283,6 +283,12 @@ impl OpenAiSim {
         self.lock().context_window = tokens;
     }
 
+    /// The context window set with [`set_context_window`](Self::set_context_window), in
+    /// tokens (`None`: no limit), to give the agent under test the same window.
+    pub fn context_window(&self) -> Option<u64> {
+        self.lock().context_window
+    }
+
     /// Appends one reply to the script.
     pub fn push_reply(&self, reply: SimReply) {
         self.lock().script.push_back(reply);

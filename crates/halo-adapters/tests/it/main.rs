@@ -6,6 +6,7 @@ mod object;
 mod openai;
 mod sim_openai;
 mod sse;
+mod window;
 
 #[cfg(feature = "local")]
 mod local;

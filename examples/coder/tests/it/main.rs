@@ -1,9 +1,11 @@
 //! The coder binary end to end, against the loopback OpenAI-compatible fake
 //! (`halo_adapters::sim::openai::OpenAiSim`) running in the test process: sessions, resume in
 //! a new process with byte-identical requests, the `--json` lines, kill -9 at random
-//! moments, and `bash` confined by the OS sandbox. Built without the `local` feature: the
+//! moments, `bash` confined by the OS sandbox, and `--context-window` keeping 40 reads inside
+//! a 16k window. Built without the `local` feature: the
 //! coder gets its model from `OPENAI_*`.
 
+mod context;
 mod kill;
 mod sandbox;
 mod session;
