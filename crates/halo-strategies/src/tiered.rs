@@ -12,9 +12,10 @@
 //!   is a message of its own, so this works the same whatever the wire shape: OpenAI-style
 //!   `role: tool` messages, or Anthropic `tool_result` blocks that the adapter groups in one
 //!   user message.
-//! - **Layer 2**, from the truncation mark (default 95 %), when eviction left nothing to
-//!   evict: whole units are dropped from the front as [`TruncateStrategy`] does, down to
-//!   the low-water mark. (Compaction by the model — a summary turn — is the Layer 2;
+//! - **Layer 2**, from the truncation mark (default 95 %), or when eviction cannot get half
+//!   way down to the low-water mark (what it cannot free — calls, placeholders, short
+//!   results — grows with the session): whole units are dropped from the front as
+//!   [`TruncateStrategy`] does, down to the low-water mark, in the same rewrite. (Compaction by the model — a summary turn — is the Layer 2;
 //!   it needs a model call, which this pure strategy cannot make. Until a compactor lands,
 //!   truncation is the last layer.)
 //!
@@ -214,7 +215,12 @@ impl ContextStrategy for TieredStrategy {
         }
         let (plan, freed) = self.evictions(log, budget);
         let after = budget.used_tokens.saturating_sub(freed);
-        if after <= budget.of_window(self.truncate_at) {
+        // What eviction cannot free — the calls, the placeholders, short results — grows
+        // with the session. Once eviction gets less than half way down to the low-water
+        // mark, or the request is past the truncation mark anyway, whole units go too, in
+        // the same rewrite: one chunk, not a rewrite that frees a little every few steps.
+        let halfway = budget.of_window(self.low_water + (self.evict_at - self.low_water) / 2.0);
+        if after <= budget.of_window(self.truncate_at) && after <= halfway {
             return plan;
         }
         // Eviction was not enough: drop whole units from the front (with the evictions of
@@ -332,11 +338,10 @@ mod tests {
         );
         // A window where everything evictable must go.
         let b = budget(&log, 1000);
-        let plan = TieredStrategy::new().with_marks(0.8, 1.0, 0.0).plan(
-            &StablePrefix::default(),
-            &log,
-            &b,
-        );
+        // The eviction layer alone (the plan would also drop units at this size).
+        let (plan, _) = TieredStrategy::new()
+            .with_marks(0.8, 1.0, 0.0)
+            .evictions(&log, &b);
         let replaced: Vec<usize> = plan.replace.iter().map(|(i, _)| *i).collect();
         assert_eq!(replaced, [9, 2, 4, 6, 8, 10]);
         let Message::Assistant(a) = &plan.replace[5].1 else {
