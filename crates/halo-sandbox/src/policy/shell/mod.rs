@@ -11,7 +11,9 @@
 //! /dev/sda`, `2>&1` is `2 >& 1`, `<<'EOF'` is `<< EOF`), after the arguments when they came
 //! before the program; comments are gone. The bodies of `$(…)`, backticks, `<(…)` and `>(…)`
 //! (in any word, `${x:-…}` and `$((…))` too, and in a here-document whose delimiter is not
-//! quoted) are returned as nested command lines to check on their own. A here-document's
+//! quoted) are returned as nested command lines to check on their own, and an arithmetic
+//! expression holding one is also a command of its own (`(( $(curl …) ))` gives `$(curl
+//! …)`: bash evaluates the output as arithmetic, where `a[$(…)]` runs). A here-document's
 //! body is otherwise data, unless a shell reads its script from it (`bash <<EOF`): then it is
 //! a nested line too. A here-document left without its delimiter line runs to the end, as in
 //! bash.
@@ -34,8 +36,10 @@
 //! A line the parser cannot read (an unclosed quote or bracket, a syntax error, a construct
 //! brush-parser does not know such as `select`) is an [`Unparsed`] error, never a partial
 //! split: bash would run the commands before the error, so the caller must not let it pass
-//! unread (the denylist refuses it). So is a line nested so deeply that it is not parsed at
-//! all ([`parse`]); and a panic inside the parser is caught and reported the same way.
+//! unread (the denylist refuses it). So is a line brush-parser 0.4 is known to misread (a
+//! `$(…)` after `<<EOF` on the same line), and a line nested so deeply that it is not parsed
+//! at all. [`parse`] keeps the parser from taking the process down: a stack sized for the
+//! line's nesting, a caught panic, and a final newline against its endless loops.
 //!
 //! What a parser still cannot see: the values of variables (`x=/; rm -rf $x`), aliases and
 //! functions defined in an earlier call, the output of a substitution (`rm -rf $(echo /)`),

@@ -458,6 +458,14 @@ const EVERYDAY: &[&str] = &[
     "if true\nthen\n  echo a\nfi",
     "echo $(( 16#ff ))",
     "case x in (x) echo paren;; esac",
+    "git commit -m \"$(cat <<'EOF'\nfix: handle empty input\n\nCo-Authored-By: A <a@example.com>\nEOF\n)\"",
+    "gh pr create --title \"Fix\" --body \"$(cat <<'EOF'\n## Summary\n- one `rm -rf /` mention\nEOF\n)\"",
+    "cat <<EOF > version.txt\nBuilt on $(date -u +%F)\nEOF",
+    "kubectl apply -f - <<EOF\napiVersion: v1\nkind: ConfigMap\nEOF",
+    "cat > app.py << 'EOF'\ndef f(x):\n    return {\"a\": [1, 2]} if x else (None)\nEOF",
+    "docker exec -i web sh <<'EOF'\nls /app\nEOF",
+    "read -r -d '' BODY <<'EOF' || true\nhello\nEOF",
+    "echo \"$(date +%Y)-$(git rev-parse --short HEAD)\"",
 ];
 
 #[test]
