@@ -14,8 +14,9 @@ const MAX_NESTING: usize = 8;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RuleScope {
     /// Against each simple command of the line, normalized (quotes removed, whitespace made
-    /// one space, wrappers such as `sudo` or `env` dropped, the program by its basename),
-    /// and against each pipeline of two or more of them joined by ` | `. Anchor a program
+    /// one space, wrappers such as `sudo` or `env` dropped, the program by its basename,
+    /// redirections as words after the arguments: `> /dev/sda`, `2 >& 1`), and against each
+    /// pipeline of two or more of them joined by ` | `. Anchor a program
     /// with `^`: `^rm ` matches `sudo /bin/rm -rf x` but not `echo rm`.
     Command,
     /// Against the whole line, with every run of whitespace made one space (quotes kept).
@@ -191,16 +192,40 @@ fn ends_in_background_or_pipe(after: &[char]) -> bool {
 
 /// Why [`CommandDenylist::check`] refused a command.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Denial {
-    /// The name of the rule that matched.
+    /// The name of the rule that matched, or [`UNPARSED`] for a line the shell parser could
+    /// not read.
     pub rule: String,
     /// The text the rule matched: a normalized command or pipeline, or the line.
     pub matched: String,
+    /// Why the shell parser could not read the line, when that is why it was refused (a
+    /// syntax error, an unclosed quote); `None` when a rule matched.
+    pub parse_error: Option<String>,
 }
 
+/// The [`Denial::rule`] of a line the shell parser could not read.
+pub const UNPARSED: &str = "command line the denylist cannot parse";
+
 impl Denial {
+    fn new(rule: impl Into<String>, matched: String) -> Self {
+        Denial {
+            rule: rule.into(),
+            matched,
+            parse_error: None,
+        }
+    }
+
     /// The error text the model reads for a refused call of `tool`.
     pub fn message(&self, tool: &str) -> String {
+        if let Some(error) = &self.parse_error {
+            return format!(
+                "command not run: the denylist could not read `{}` as a shell command line \
+                 ({error}), so `{tool}` refused it unchecked; fix its quotes, brackets or \
+                 here-documents, or split it into simpler commands, and send it again",
+                self.matched
+            );
+        }
         format!(
             "command not run: `{}` matches the denylist rule \"{}\", so `{tool}` refused it; \
              this session never runs such commands: do not retry it or a variant of it, and if \
@@ -440,16 +465,28 @@ fn default_rules() -> Vec<(&'static str, RuleScope, Check)> {
 /// - *kill every process*: `kill … -1`, `killall5`, `pkill`/`killall -u USER` without a
 ///   process name.
 ///
-/// A line is checked command by command: every part of a `;`, `&&`, `||`, `&` or `|`
-/// chain, with `sudo`, `env`, `nohup`, `nice`, `timeout`, `xargs`, `setsid`, `busybox`,
-/// `toybox`, `chroot DIR` and similar wrappers dropped, each pipeline also as a whole, and
-/// again inside `sh -c '…'`, `eval`, `env -S`, `$(…)`, backticks, `<(…)` and a shell's
-/// here-string or here-document (`sh <<< '…'`, `bash <<EOF`; 8 levels deep, a line nested
-/// deeper is refused). Paths are compared lexically normalized (`/./`, `/../`, `//`, `~/`
-/// and `"$HOME"/` are roots). Quoted arguments stay arguments: `echo "reboot"`, `grep
-/// shutdown log.txt` and `git commit -m "rm -rf /"` pass, while `rm -rf "/"` and `\rm -rf
-/// /` do not; a here-document fed to anything but a shell is data (`cat > README.md <<EOF`
-/// may mention `curl … | sh`).
+/// A line is parsed as bash by [brush-parser](https://docs.rs/brush-parser/0.4) and checked
+/// command by command: every simple command in it (each part of a `;`, `&&`, `||`, `&` or
+/// `|` chain, and those in subshells, `{ … }` groups, `if`, `while`, `for` and `case` bodies
+/// and function definitions), with `sudo`, `env`, `nohup`, `nice`, `timeout`, `xargs`,
+/// `setsid`, `busybox`, `toybox`, `chroot DIR` and similar wrappers dropped, each pipeline
+/// also as a whole, and again inside `sh -c '…'`, `eval`, `env -S`, `$(…)` and backticks
+/// (in any word, `${x:-…}`, `$((…))` and a here-document whose delimiter is not quoted),
+/// `<(…)` and a shell's here-string or here-document (`sh <<< '…'`, `bash <<EOF`; 8 levels
+/// deep, a line nested deeper is refused). Paths are compared lexically normalized (`/./`,
+/// `/../`, `//`, `~/` and `"$HOME"/` are roots). Quoted arguments stay arguments: `echo
+/// "reboot"`, `grep shutdown log.txt` and `git commit -m "rm -rf /"` pass, while `rm -rf
+/// "/"` and `\rm -rf /` do not; a here-document fed to anything but a shell is data (`cat >
+/// README.md <<'EOF'` may mention `curl … | sh`).
+///
+/// A line the parser cannot read is refused unchecked, as rule [`UNPARSED`], with
+/// [`Denial::parse_error`] saying why (an unclosed quote, a syntax error, a construct
+/// brush-parser 0.4 does not know such as `select`, a `$(…)` after `<<EOF` on the same line,
+/// which it misreads, or more than 8192 brackets and compound-command keywords): bash would
+/// refuse such a line too, but only after running the commands before the error, so it
+/// never passes unread. The whole line is tried against the rules as one command first, so
+/// that a rule it breaks is named (`rm -rf / 'oops`); otherwise the model is asked to fix the
+/// line and send it again.
 ///
 /// A denylist is a speed bump, not a sandbox: it stops a model's slip, not a determined
 /// adversary. It reads the text of one command line and knows nothing of variables,
@@ -548,26 +585,33 @@ impl CommandDenylist {
 
     fn check_nested(&self, line: &str, depth: usize) -> Option<Denial> {
         if depth > MAX_NESTING {
-            return Some(Denial {
-                rule: format!("commands nested more than {MAX_NESTING} levels deep"),
-                matched: shell::collapse_whitespace(line),
-            });
+            return Some(Denial::new(
+                format!("commands nested more than {MAX_NESTING} levels deep"),
+                shell::collapse_whitespace(line),
+            ));
         }
         let collapsed = shell::collapse_whitespace(line);
         if let Some(rule) = self.first_match(RuleScope::Line, &collapsed) {
-            return Some(Denial {
-                rule: rule.name.clone(),
-                matched: collapsed,
-            });
+            return Some(Denial::new(&rule.name, collapsed));
         }
-        let split = shell::split(line);
+        let split = match shell::split(line) {
+            Ok(split) => split,
+            Err(unparsed) => {
+                // Unread, the line is refused; the whole of it is tried as one command first,
+                // so that a rule it breaks is named (`rm -rf / 'oops`).
+                if let Some(rule) = self.first_match(RuleScope::Command, &collapsed) {
+                    return Some(Denial::new(&rule.name, collapsed));
+                }
+                return Some(Denial {
+                    parse_error: Some(unparsed.reason),
+                    ..Denial::new(UNPARSED, collapsed)
+                });
+            }
+        };
         for pipeline in &split.pipelines {
             for text in pipeline.commands.iter().chain(pipeline.joined.as_ref()) {
                 if let Some(rule) = self.first_match(RuleScope::Command, text) {
-                    return Some(Denial {
-                        rule: rule.name.clone(),
-                        matched: text.clone(),
-                    });
+                    return Some(Denial::new(&rule.name, text.clone()));
                 }
             }
         }

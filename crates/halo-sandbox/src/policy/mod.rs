@@ -43,6 +43,6 @@ mod truncation;
 pub use approval::{
     ABORT_REASON, ApprovalAnswer, ApprovalHook, ApprovalRequest, Approver, skipped_message,
 };
-pub use denylist::{CommandDenylist, Denial, DenyRule, RuleScope};
+pub use denylist::{CommandDenylist, Denial, DenyRule, RuleScope, UNPARSED};
 pub use permission::{AccessClass, Permission, PermissionPolicy, PermissionPreset};
 pub use truncation::{DEFAULT_RESULT_LIMIT, MIN_RESULT_LIMIT, OutputTruncation};

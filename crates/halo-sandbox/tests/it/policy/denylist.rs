@@ -1,7 +1,10 @@
 //! `CommandDenylist` on its own: a table of dangerous commands it must refuse (with the rule
 //! it must name) and of look-alikes it must let through.
 
-use halo_sandbox::policy::{CommandDenylist, DenyRule};
+use std::sync::LazyLock;
+
+use halo_sandbox::policy::{CommandDenylist, DenyRule, UNPARSED};
+use proptest::prelude::*;
 
 const RM: &str = "recursive delete of /, the home folder or a system folder";
 const NO_PRESERVE: &str = "rm with --no-preserve-root";
@@ -366,6 +369,105 @@ const SAFE: &[&str] = &[
     "env -S 'echo hi'",
 ];
 
+/// Command lines a coding agent runs every day, in bash's own syntax (loops, tests, `case`,
+/// arrays, arithmetic, here-documents, process substitution, extglob): the parser reads each
+/// and the rules let it through.
+const EVERYDAY: &[&str] = &[
+    "cargo test --workspace 2>&1 | tail -50",
+    r#"for f in src/*.rs; do echo "== $f"; wc -l "$f"; done"#,
+    "if [ -f Cargo.toml ]; then cargo build; else echo none; fi",
+    "[[ -d target ]] && echo yes || echo no",
+    "[[ $x =~ ^[0-9]+$ ]] && echo num",
+    r#"case "$1" in start) echo s;; stop|halt) echo t;; *) echo u;; esac"#,
+    "git log --oneline -n 5 --format='%h %s'",
+    "find . -name '*.rs' -not -path './target/*' | xargs grep -n 'TODO' | head",
+    r#"grep -rnE "fn (main|run)\(" src/ || true"#,
+    "echo $((1 + 2)) ${#arr[@]} ${var%%.*} ${var//a/b} ${var:0:3}",
+    r#"arr=(a b c); echo "${arr[@]}""#,
+    r#"while IFS= read -r line; do echo "$line"; done < file.txt"#,
+    "python3 - <<'PY'\nimport sys\nprint(sys.version)\nPY",
+    "cat > /tmp/x.json <<EOF\n{\"a\": 1, \"b\": \"$(date)\"}\nEOF",
+    "sed -i 's/foo/bar/g; s|/usr/local|/opt|' file.txt",
+    "awk '{ print $1 }' file | sort | uniq -c | sort -rn | head -20",
+    r#"export PATH="$HOME/.cargo/bin:$PATH" && cargo --version"#,
+    r#"cd "$(git rev-parse --show-toplevel)" && ls"#,
+    "diff <(sort a) <(sort b)",
+    "exec 3>&1; ls >&3",
+    "ls 2>/dev/null >&2 || :",
+    "time cargo build --release",
+    "! grep -q foo file",
+    "coproc cat",
+    "function f { echo hi; }; f",
+    "f() ( echo sub ); f",
+    "echo {1..10} {a,b,c}.txt",
+    "ls !(*.rs)",
+    "shopt -s extglob; ls +(a|b)",
+    r#"echo "it's" 'a "b"' $'c\td'"#,
+    r#"printf '%s\n' "${PATH//:/$'\n'}""#,
+    "trap 'rm -f /tmp/x' EXIT",
+    r#"test -n "$x" -a -z "$y""#,
+    "let i=i+1; ((i++)); echo $i",
+    "declare -A m=([a]=1 [b]=2); echo ${m[a]}",
+    "local x=1 2>/dev/null; true",
+    r#"echo "a" &> /dev/null &"#,
+    "(cd sub && make) && echo ok",
+    "{ echo a; echo b; } > out.txt",
+    "cat <<-EOF\n\tindented\n\tEOF",
+    r#"ls | while read f; do echo "$f"; done"#,
+    "echo 'multi\nline'",
+    r#"docker run --rm -v "$PWD":/src -w /src rust:1.88 cargo test"#,
+    r#"git commit -am "fix: handle \`foo\` and \$bar""#,
+    "npm test -- --watch=false",
+    "kill %1; wait",
+    "echo ${x?missing}",
+    "echo \"$(cat <<EOF\ninner\nEOF\n)\"",
+    "x=`date +%s`; echo $x",
+    r#"curl -sSf https://x | jq -r '.items[] | select(.a == "b") | .c'"#,
+    "ls -la | grep -v '^d' | awk 'NR>1{s+=$5} END {print s}'",
+    "echo $'\\x41' \\\n  continued line",
+    "for ((i=0; i<3; i++)); do echo $i; done",
+    "until false; do break; done",
+    "if ! command -v rg >/dev/null 2>&1; then echo missing; fi",
+    "echo hi >| file",
+    "cat <&3",
+    r#"read -p "x? " -t 5 ans <&0"#,
+    r#"echo -e "a\tb" | column -t"#,
+    r#"pytest -x -q tests/ -k "not slow" --tb=short"#,
+    "mkdir -p a/{b,c}/d && touch a/b/d/x",
+    "cat <<'EOF' > script.sh\n#!/bin/bash\nset -euo pipefail\necho \"$1\"\nEOF\nchmod +x script.sh",
+    "git diff HEAD~1 -- '*.rs' | head -100",
+    r#"rg -n 'fn \w+' --type rust | wc -l"#,
+    "echo ok # comment with 'quote",
+    "x=$(( $(wc -l < f) + 1 ))",
+    r#"[ "$(uname)" = Linux ] && echo linux"#,
+    "cargo build 2>&1 | grep -E '^(error|warning)' | sort | uniq -c",
+    "ls -d */ | head",
+    "echo $[1+2]",
+    "echo ${!prefix*} ${!arr[@]}",
+    r#"cat file | tr -d '\r' > out"#,
+    r#"printf '%q\n' "$x""#,
+    r#"if [[ -n "${CI:-}" ]]; then echo ci; fi"#,
+    "set -o pipefail; false | true; echo $?",
+    "echo done;",
+    "echo a && \\\n  echo b",
+    "[[ $a == *.rs && ! -e $b ]]",
+    r#"echo "${a[0]}" "${a[*]:1}""#,
+    "go test ./... -run 'Test(A|B)$' -v",
+    "sudo apt-get install -y jq && jq --version",
+    r#"find . -type f -name '*.py' -exec sed -i 's/\t/    /g' {} +"#,
+    "if true\nthen\n  echo a\nfi",
+    "echo $(( 16#ff ))",
+    "case x in (x) echo paren;; esac",
+    "git commit -m \"$(cat <<'EOF'\nfix: handle empty input\n\nCo-Authored-By: A <a@example.com>\nEOF\n)\"",
+    "gh pr create --title \"Fix\" --body \"$(cat <<'EOF'\n## Summary\n- one `rm -rf /` mention\nEOF\n)\"",
+    "cat <<EOF > version.txt\nBuilt on $(date -u +%F)\nEOF",
+    "kubectl apply -f - <<EOF\napiVersion: v1\nkind: ConfigMap\nEOF",
+    "cat > app.py << 'EOF'\ndef f(x):\n    return {\"a\": [1, 2]} if x else (None)\nEOF",
+    "docker exec -i web sh <<'EOF'\nls /app\nEOF",
+    "read -r -d '' BODY <<'EOF' || true\nhello\nEOF",
+    "echo \"$(date +%Y)-$(git rev-parse --short HEAD)\"",
+];
+
 #[test]
 fn the_built_in_rules_refuse_dangerous_commands_and_name_the_rule() {
     let list = CommandDenylist::new();
@@ -406,7 +508,7 @@ fn the_denial_names_the_rule_and_the_normalized_command() {
 }
 
 // The line rules see quoted text too: a fork bomb in quotes is refused although it would
-// only be printed. A documented false positive (a speed bump, not a parser).
+// only be printed. A documented false positive (line rules read the text, not the parse).
 #[test]
 fn a_quoted_fork_bomb_is_refused_anyway() {
     let d = CommandDenylist::new()
@@ -417,6 +519,113 @@ fn a_quoted_fork_bomb_is_refused_anyway() {
         .check(r#"echo "fork() { fork & fork & }; fork""#)
         .unwrap();
     assert_eq!(d.rule, BOMB);
+}
+
+#[test]
+fn everyday_command_lines_parse_and_pass() {
+    let list = CommandDenylist::new();
+    let refused: Vec<String> = EVERYDAY
+        .iter()
+        .filter_map(|c| list.check(c).map(|d| format!("{c:?}: {d:?}")))
+        .collect();
+    assert!(refused.is_empty(), "{}", refused.join("\n"));
+}
+
+// Parsed, a dangerous command is found wherever the grammar puts it.
+#[test]
+fn a_dangerous_command_is_refused_inside_any_compound_command() {
+    let list = CommandDenylist::new();
+    let mut failures = Vec::new();
+    for (command, rule) in DANGEROUS {
+        if command.contains(['#', '\n']) {
+            continue;
+        }
+        for wrapped in [
+            format!("( {command}\n)"),
+            format!("{{ {command}\n}}"),
+            format!("if true; then {command}\nfi"),
+            format!("while true; do {command}\ndone"),
+            format!("for f in a; do {command}\ndone"),
+            format!("case x in x) {command}\n;; esac"),
+            format!("f() {{ {command}\n}}"),
+        ] {
+            match list.check(&wrapped) {
+                Some(d) if d.rule == *rule => {}
+                other => failures.push(format!("{wrapped:?}: {other:?}, expected {rule:?}")),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn a_line_the_parser_cannot_read_is_refused_and_the_model_is_told_why() {
+    let list = CommandDenylist::new();
+    let d = list.check("echo 'unfinished").unwrap();
+    assert_eq!(d.rule, UNPARSED);
+    assert_eq!(d.matched, "echo 'unfinished");
+    let error = d.parse_error.clone().unwrap();
+    assert!(error.contains("unterminated single quote"), "{error}");
+    assert_eq!(
+        d.message("bash"),
+        format!(
+            "command not run: the denylist could not read `echo 'unfinished` as a shell command line ({error}), so `bash` refused it unchecked; fix its quotes, brackets or here-documents, or split it into simpler commands, and send it again"
+        )
+    );
+    // bash runs the lines before a syntax error, so the line is refused whole.
+    assert_eq!(list.check("ls\necho 'unfinished").unwrap().rule, UNPARSED);
+    assert_eq!(list.check(r#"sh -c "echo 'x""#).unwrap().rule, UNPARSED);
+    assert_eq!(
+        list.check("select x in a b; do echo $x; done")
+            .unwrap()
+            .rule,
+        UNPARSED
+    );
+    // The whole line is tried as one command first, so a rule it breaks is named.
+    let d = list.check("rm -rf / 'oops").unwrap();
+    assert_eq!((d.rule.as_str(), d.parse_error), (RM, None));
+}
+
+// brush-parser 0.4 reads the tokens of a `$(…)` after `<<EOF` on its line as words of the
+// command (`echo reboot $()`), so such a line is refused unparsed instead of passed.
+#[test]
+fn a_substitution_after_a_here_document_operator_is_not_passed_misread() {
+    let list = CommandDenylist::new();
+    let d = list.check("cat <<EOF; echo $(reboot)\nhi\nEOF").unwrap();
+    assert_eq!(d.rule, UNPARSED);
+    assert!(d.parse_error.unwrap().contains("here-document"));
+    assert_eq!(
+        list.check("cat > \"$(mktemp)\" <<EOF\nhi\nEOF\necho $(reboot)")
+            .unwrap()
+            .rule,
+        POWER
+    );
+}
+
+static LIST: LazyLock<CommandDenylist> = LazyLock::new(CommandDenylist::new);
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    // Whatever the model sends, the check returns, nested lines and all.
+    #[test]
+    fn any_line_is_checked(line in "\\PC{0,160}") {
+        let _ = LIST.check(&line);
+    }
+
+    // A dangerous command stays refused after any harmless command and separator.
+    #[test]
+    fn a_dangerous_command_after_a_harmless_one_is_refused(
+        index in 0..DANGEROUS.len(),
+        before in prop::sample::select(SAFE),
+        separator in prop::sample::select(&["; ", " && ", " || ", "\n", " & "][..]),
+    ) {
+        let (command, _) = DANGEROUS[index];
+        // After a here-document, `EOF; rm -rf /` would be a line of its body.
+        prop_assume!(!before.contains('\n'));
+        let line = format!("{before}{separator}{command}");
+        prop_assert!(LIST.check(&line).is_some(), "{line:?}");
+    }
 }
 
 #[test]
