@@ -103,6 +103,46 @@ pub struct ContextPlan {
     /// A message (a summary) to insert before the message at this index, after the drops
     /// and replacements, counted in the log as it stands.
     pub insert: Option<(usize, Message)>,
+    /// Part of the history for the model to summarize, before the next model call. A plan
+    /// with a compaction changes nothing else; see [`Compaction`].
+    pub compact: Option<Compaction>,
+}
+
+/// The instruction that ends a compaction's summary request: a summary made for coding
+/// sessions (NanoAgent's and Agentica's compaction keep the same things).
+pub const COMPACTION_PROMPT: &str = "The conversation so far is about to be replaced by your \
+summary of it, so that the session fits the context window. Write that summary now, as plain \
+text, for yourself to continue the task from: the task and what is left to do; every file path \
+read or changed and what was learned or changed in it; the commands run and their results; the \
+errors met and how they were resolved or not; the decisions made and why. Be specific and \
+complete; do not call any tool.";
+
+/// The first line of the user message that carries a compaction's summary in the history.
+pub const SUMMARY_HEADER: &str = "Summary of the earlier part of this session:";
+
+/// A compaction ([`ContextPlan::compact`]): the model summarizes the history, and the
+/// messages before `keep_from` are replaced by its summary — a user message headed
+/// [`SUMMARY_HEADER`] — with the message at `task` (the user message of the task under way,
+/// when it lies before `keep_from`) kept ahead of it. Keeping from the last real user message
+/// gives Layer 2's "summary plus the tail from the last user message"; keeping from a later
+/// unit, with `task` that user message, summarizes the older rounds of one long task.
+///
+/// The summary request is the agent's prefix, the history as it stands and `instruction`
+/// as a last user message, with tool choice `none` (the tools stay in the prefix), so it is
+/// itself a prompt-cache hit. The driver makes it between steps
+/// ([`RunState::compaction_request`](crate::RunState::compaction_request)); when it fails —
+/// its own request over the window, a provider error — the messages before `keep_from` are
+/// dropped instead, as truncation would ([`RunState::fail_compaction`](crate::RunState::fail_compaction)).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Compaction {
+    /// The first message kept after the summary; the start of a unit, at or before the live
+    /// round.
+    pub keep_from: usize,
+    /// A message before `keep_from` that stays, ahead of the summary: the user message of
+    /// the task under way (it must be a user message).
+    pub task: Option<usize>,
+    /// The summary request's last user message (default [`COMPACTION_PROMPT`]).
+    pub instruction: String,
 }
 
 impl ContextPlan {
@@ -113,7 +153,10 @@ impl ContextPlan {
 
     /// Whether the plan changes nothing.
     pub fn is_keep(&self) -> bool {
-        self.drop.is_empty() && self.replace.is_empty() && self.insert.is_none()
+        self.drop.is_empty()
+            && self.replace.is_empty()
+            && self.insert.is_none()
+            && self.compact.is_none()
     }
 }
 

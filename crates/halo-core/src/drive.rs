@@ -20,7 +20,9 @@ use crate::engine::Next;
 use crate::error::HaloError;
 use crate::guardrail::{LoopContext, LoopVerdict, OutputVerdict, StepContext, StepSettings};
 use crate::message::{Message, ToolResult};
-use crate::model::{FinishReason, GenerationOptions, ModelError, ModelRequest, ModelStreamEvent};
+use crate::model::{
+    FinishReason, GenerationOptions, ModelError, ModelRequest, ModelStreamEvent, ToolChoice,
+};
 use crate::output::{NOT_RUN_AFTER_OUTPUT, OUTPUT_ACCEPTED, ObjectRun};
 use crate::run::{AgentEvent, GenerateTextResult, StepResult, Turn};
 use crate::telemetry;
@@ -277,6 +279,8 @@ impl HaloAgent {
             let mut attempts = 0;
             // The loop guard: steps checked, nudges given.
             let (mut loop_checked, mut nudges) = (0, 0);
+            // Whether the last model call was over the window and recovered from (once).
+            let mut overflowed = false;
             loop {
                 // Each step the engine committed since the last pass: StepFinish, after the
                 // `on_step_finish` hooks.
@@ -323,6 +327,16 @@ impl HaloAgent {
                         if let Some(context) = &self.context {
                             let prefix = object.and_then(ObjectRun::prefix).unwrap_or(&self.prefix);
                             self.state.prepare_context(prefix, context, now);
+                            // A compaction: the summary request, between steps, tools off.
+                            if let Some(history) = self.state.compaction_request() {
+                                let options = self.options.clone().with_tool_choice(ToolChoice::None);
+                                let mut request = ModelRequest::new(prefix, &history, &options);
+                                request.session_id = self.session_id.as_deref();
+                                match self.model.generate(request).await {
+                                    Ok(response) => self.state.finish_compaction(prefix, &history, response, now),
+                                    Err(e) => self.state.fail_compaction(&e.to_string(), now),
+                                }
+                            }
                         }
                         self.state.plan_model_call(
                             object.and_then(ObjectRun::prefix).unwrap_or(&self.prefix),
@@ -390,9 +404,26 @@ impl HaloAgent {
                         match response {
                             Err(e) => {
                                 telemetry::warn_failed(&chat_span, &e);
-                                self.state.model_failed(e.into(), now);
+                                // Over the window: one reactive rewrite (or compaction), then
+                                // the same step again; a second overflow in a row fails.
+                                let recovered = e.is_context_window_exceeded()
+                                    && !overflowed
+                                    && match &self.context {
+                                        Some(context) => {
+                                            let prefix = object.and_then(ObjectRun::prefix).unwrap_or(&self.prefix);
+                                            self.state.context_overflowed(prefix, context, now)
+                                        }
+                                        None => false,
+                                    };
+                                if recovered {
+                                    overflowed = true;
+                                    tracing::warn!("the request was over the model's context window: the history was rewritten, and the step is made again");
+                                } else {
+                                    self.state.model_failed(e.into(), now);
+                                }
                             }
                             Ok(mut response) => {
+                                overflowed = false;
                                 telemetry::record_response(&chat_span, &response);
                                 drop(chat_span);
                                 // The repaired turn is the one logged (`repair.rs`).

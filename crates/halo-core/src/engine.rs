@@ -40,7 +40,7 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-use crate::context::{self, ContextBudget, ContextConfig, ContextPlan};
+use crate::context::{self, Compaction, ContextBudget, ContextConfig, ContextPlan, SUMMARY_HEADER};
 use crate::error::HaloError;
 use crate::ledger::{CacheCheck, CacheLedger, CacheVerdict, LogKey, Planned};
 use crate::log::{HistoryKey, MessageLog};
@@ -168,6 +168,9 @@ pub struct RunState {
     /// calibration against the tokens the provider reports.
     #[serde(default)]
     last_estimate: Option<u64>,
+    /// A compaction a context strategy asked for, waiting for the driver's summary request.
+    #[serde(default)]
+    pending_compaction: Option<Compaction>,
     /// `max(1, reported / estimated)` input tokens of the last call ([`crate::context`]).
     #[serde(default = "one")]
     calibration: f64,
@@ -201,6 +204,7 @@ impl RunState {
             journaled_fingerprint: None,
             journal: Vec::new(),
             rewrite_planned: false,
+            pending_compaction: None,
             last_estimate: None,
             calibration: 1.0,
             outcome: Outcome::default(),
@@ -407,6 +411,11 @@ impl RunState {
     /// prefix change, and lets the ledger predict the call's cache reads. Then send
     /// `prefix` with [`history`](Self::history).
     pub fn plan_model_call(&mut self, prefix: &StablePrefix, at_ms: u64) {
+        if self.pending_compaction.is_some() {
+            // A driver that does not make summary requests: drop what would have been
+            // summarized rather than send a request over the window.
+            self.fail_compaction("the driver made no summary request", at_ms);
+        }
         self.check_history();
         let fingerprint = prefix.fingerprint();
         if self
@@ -468,28 +477,152 @@ impl RunState {
             calibration: self.calibration,
             estimator,
         };
-        let plan = config.strategy.plan(prefix, &self.log, &budget);
+        let mut plan = config.strategy.plan(prefix, &self.log, &budget);
+        if let Some(compaction) = plan.compact.take() {
+            let live = context::live_round_start(&self.log);
+            let boundary = context::units(&self.log)
+                .iter()
+                .any(|u| u.start == compaction.keep_from);
+            let task_ok = compaction.task.is_none_or(|t| {
+                t < compaction.keep_from
+                    && matches!(self.log.messages().nth(t), Some(Message::User { .. }))
+            });
+            if compaction.keep_from == 0 || compaction.keep_from > live || !boundary || !task_ok {
+                tracing::warn!(
+                    "a compaction was not made: it keeps from message {}, not the start of a \
+                     unit before the live round (from {live}), or its task is not a user \
+                     message before that",
+                    compaction.keep_from
+                );
+            } else {
+                self.pending_compaction = Some(compaction);
+            }
+            self.last_estimate = Some(local);
+            return false;
+        }
         let rewritten = !plan.is_keep() && self.apply_context_plan(plan);
+        if rewritten {
+            self.rewritten(at_ms, "a context strategy rewrote the history");
+        }
         self.last_estimate = Some(if rewritten {
             estimate(&self.log)
         } else {
             local
         });
-        if rewritten {
-            self.rewrite_planned = true;
-            self.stats.history_rewrites += 1;
-            self.journal.push(JournalEvent::CompactBoundary {
-                history: self.log.to_vec(),
-                injected: self.log.injected_indices(),
-                discardable: self.log.discardable_indices(),
-                at_ms,
-            });
-            tracing::info!(
-                "halo.context.messages" = self.log.len(),
-                "a context strategy rewrote the history: expect one prompt-cache miss"
-            );
-        }
         rewritten
+    }
+
+    /// The provider refused the planned call as over its context window
+    /// ([`ModelError::is_context_window_exceeded`](crate::ModelError::is_context_window_exceeded)):
+    /// the local estimate ran low. Raises the calibration so the estimate of this request is
+    /// at least the window, asks `config`'s strategy for a plan as if the request were at the
+    /// window's edge, and applies it (or leaves its compaction waiting for the driver); the
+    /// planned call is given up, so [`next`](Self::next) asks for the same step again.
+    /// Returns whether anything changed — when nothing did, fail the call as usual
+    /// ([`model_failed`](Self::model_failed)).
+    pub fn context_overflowed(
+        &mut self,
+        prefix: &StablePrefix,
+        config: &ContextConfig,
+        at_ms: u64,
+    ) -> bool {
+        let window = config.window_for(None);
+        if let Some(estimate) = self.last_estimate.filter(|e| *e > 0) {
+            self.calibration = self.calibration.max(window as f64 / estimate as f64 * 1.05);
+        }
+        let before = (self.log.generation(), self.log.len());
+        let rewritten = self.prepare_context(prefix, config, at_ms);
+        let changed = rewritten
+            || self.pending_compaction.is_some()
+            || before != (self.log.generation(), self.log.len());
+        if changed && matches!(self.phase, Phase::AwaitingModel { .. }) {
+            self.phase = Phase::Model;
+        }
+        changed
+    }
+
+    /// The summary request of the compaction a context strategy asked for in
+    /// [`prepare_context`](Self::prepare_context): the history to send after the prefix —
+    /// the history as it stands, then the compaction's instruction as a user message — with
+    /// tool choice `none`. `None` when no compaction waits. Feed the answer to
+    /// [`finish_compaction`](Self::finish_compaction), or a failure to
+    /// [`fail_compaction`](Self::fail_compaction), before
+    /// [`plan_model_call`](Self::plan_model_call).
+    pub fn compaction_request(&self) -> Option<Vec<Message>> {
+        let compaction = self.pending_compaction.as_ref()?;
+        let mut history = self.history().into_owned();
+        history.push(Message::user(compaction.instruction.clone()));
+        Some(history)
+    }
+
+    /// Replaces the messages before the compaction's `keep_from` by the model's summary (a
+    /// user message headed [`SUMMARY_HEADER`], after the compaction's task message when it has one), counts and
+    /// journals the rewrite, and records the summary request in the ledger (so its own cache
+    /// reads are judged). An empty summary is a failure ([`fail_compaction`](Self::fail_compaction)).
+    pub fn finish_compaction(
+        &mut self,
+        prefix: &StablePrefix,
+        request: &[Message],
+        response: ModelResponse,
+        at_ms: u64,
+    ) {
+        let Some(compaction) = self.pending_compaction.take() else {
+            return;
+        };
+        self.stats.record(&response.usage);
+        self.stats.compactions += 1;
+        let planned = self.ledger.plan(prefix, request, None, false);
+        self.ledger.record(planned, &response.usage, at_ms);
+        let summary = response.message.text.trim();
+        if summary.is_empty() {
+            self.pending_compaction = Some(compaction);
+            self.fail_compaction("the model's summary was empty", at_ms);
+            return;
+        }
+        let (task, keep_from) = (compaction.task, compaction.keep_from);
+        self.log.retain(|i, _, _| i >= keep_from || Some(i) == task);
+        let at = usize::from(task.is_some());
+        self.log
+            .insert(at, Message::user(format!("{SUMMARY_HEADER}\n{summary}")));
+        self.rewritten(
+            at_ms,
+            "a compaction replaced the history's head by a summary",
+        );
+    }
+
+    /// The compaction could not be made (`why`: its own request over the window, a provider
+    /// error, an empty answer): the messages before its `keep_from` are dropped instead (its
+    /// task message kept), as truncation would, so the next request still fits.
+    pub fn fail_compaction(&mut self, why: &str, at_ms: u64) {
+        let Some(compaction) = self.pending_compaction.take() else {
+            return;
+        };
+        tracing::warn!(
+            "the compaction failed ({why}); dropping the messages it would have summarized"
+        );
+        let (task, keep_from) = (compaction.task, compaction.keep_from);
+        self.log.retain(|i, _, _| i >= keep_from || Some(i) == task);
+        self.rewritten(
+            at_ms,
+            "the history's head was dropped (a failed compaction)",
+        );
+    }
+
+    /// Counts, journals and tells the ledger of a rewrite just made.
+    fn rewritten(&mut self, at_ms: u64, what: &str) {
+        self.rewrite_planned = true;
+        self.stats.history_rewrites += 1;
+        self.last_estimate = None;
+        self.journal.push(JournalEvent::CompactBoundary {
+            history: self.log.to_vec(),
+            injected: self.log.injected_indices(),
+            discardable: self.log.discardable_indices(),
+            at_ms,
+        });
+        tracing::info!(
+            "halo.context.messages" = self.log.len(),
+            "{what}: expect one prompt-cache miss"
+        );
     }
 
     /// Applies a plan whole, or not at all when it breaks a rule; returns whether it did.

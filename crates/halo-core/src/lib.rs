@@ -74,7 +74,7 @@ pub use agent::{DEFAULT_MAX_STEPS, HaloAgent, HaloAgentBuilder};
 pub use cancel::CancelToken;
 pub use clock::{Clock, SystemClock};
 pub use context::{
-    ContextBudget, ContextConfig, ContextPlan, ContextStrategy, DEFAULT_CONTEXT_WINDOW,
+    Compaction, ContextBudget, ContextConfig, ContextPlan, ContextStrategy, DEFAULT_CONTEXT_WINDOW,
     TokenEstimator,
 };
 pub use engine::{Next, PendingStep, RunState};

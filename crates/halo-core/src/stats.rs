@@ -43,6 +43,9 @@ pub struct AgentStats {
     /// Times a context strategy rewrote the history ([`crate::context`]): each is one
     /// expected cache miss on everything after the change.
     pub history_rewrites: u64,
+    /// Compactions made: summary requests answered ([`crate::context::Compaction`]). Their
+    /// tokens are counted with the other calls'.
+    pub compactions: u64,
     /// Changes a [`RepairStrategy`](crate::RepairStrategy) made to the model's tool calls
     /// (a tool name or an argument string each).
     pub tool_call_repairs: u64,
@@ -78,6 +81,7 @@ impl AgentStats {
                 .expected_cached_tokens
                 .saturating_sub(earlier.expected_cached_tokens),
             cache_busts: self.cache_busts.saturating_sub(earlier.cache_busts),
+            compactions: self.compactions.saturating_sub(earlier.compactions),
             history_rewrites: self
                 .history_rewrites
                 .saturating_sub(earlier.history_rewrites),

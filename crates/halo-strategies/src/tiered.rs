@@ -14,16 +14,21 @@
 //!   user message.
 //! - **Layer 2**, from the truncation mark (default 95 %), or when eviction cannot get half
 //!   way down to the low-water mark (what it cannot free — calls, placeholders, short
-//!   results — grows with the session): whole units are dropped from the front as
-//!   [`TruncateStrategy`] does, down to the low-water mark, in the same rewrite. (Compaction by the model — a summary turn — is the Layer 2;
-//!   it needs a model call, which this pure strategy cannot make. Until a compactor lands,
-//!   truncation is the last layer.)
+//!   results — grows with the session): with [`with_compaction`](TieredStrategy::with_compaction),
+//!   the model summarizes all but the newest units into one user message (the summary
+//!   request is prefix + history + a coding-session instruction, itself a cache hit; a
+//!   failed one drops the same messages instead); without it (the default), whole units are
+//!   dropped from the front as [`TruncateStrategy`] does, down to the low-water mark, in the
+//!   same rewrite.
 //!
 //! Each layer acts in one chunk between a high- and a low-water mark: every rewrite of the
 //! history costs a cache miss on everything after the point it changes, so a layer that
 //! evicted one result per step once past its mark would be as bad as a ring buffer.
 
-use halo_core::context::{self, ContextBudget, ContextPlan, ContextStrategy};
+use halo_core::context::{
+    self, COMPACTION_PROMPT, Compaction, ContextBudget, ContextPlan, ContextStrategy,
+    SUMMARY_HEADER,
+};
 use halo_core::{AssistantMessage, ContentPart, Message, MessageLog, StablePrefix, ToolResult};
 
 use crate::TruncateStrategy;
@@ -53,6 +58,10 @@ pub struct TieredStrategy {
     /// Tool results shorter than this (bytes) are not worth a placeholder.
     min_evict: usize,
     keep_task: bool,
+    /// Layer 2 by the model: compaction instead of truncation.
+    compaction: bool,
+    /// The share of the window a compaction keeps unsummarized (the newest units).
+    keep_recent: f64,
 }
 
 impl Default for TieredStrategy {
@@ -68,6 +77,8 @@ impl Default for TieredStrategy {
             long_arguments: 2048,
             min_evict: 256,
             keep_task: true,
+            compaction: false,
+            keep_recent: 0.25,
         }
     }
 }
@@ -93,6 +104,63 @@ impl TieredStrategy {
     pub fn keep_task(mut self, keep: bool) -> Self {
         self.keep_task = keep;
         self
+    }
+
+    /// Makes Layer 2 a compaction by the model instead of truncation (default off): the
+    /// history but its newest units (up to `keep_recent` of the window, the live round always)
+    /// is summarized by the model into one user message, after the task's user message. The
+    /// summary request is the prefix, the history and an instruction made for coding sessions
+    /// ([`COMPACTION_PROMPT`](halo_core::context::COMPACTION_PROMPT)), itself a cache hit; if
+    /// it fails (its own request over the window, say), the same messages are dropped instead.
+    /// With several user turns, the tail from the last real user message is kept when it
+    /// fits; when it does not (one long task), the task's older rounds are summarized and its
+    /// message kept.
+    pub fn with_compaction(mut self, keep_recent: f64) -> Self {
+        self.compaction = true;
+        self.keep_recent = keep_recent.clamp(0.0, self.low_water);
+        self
+    }
+
+    /// The compaction that keeps the newest units within `keep_recent` of the window; `None`
+    /// when there is nothing before them to summarize.
+    fn compaction(&self, log: &MessageLog, budget: &ContextBudget<'_>) -> Option<Compaction> {
+        let messages: Vec<&Message> = log.messages().collect();
+        let live = context::live_round_start(log);
+        let keep = budget.of_window(self.keep_recent);
+        let mut keep_from = live;
+        let mut kept: u64 = (live..messages.len())
+            .map(|i| budget.tokens(messages[i]))
+            .sum();
+        for unit in context::units(log).iter().rev() {
+            if unit.start >= live {
+                continue;
+            }
+            let tokens: u64 = unit.clone().map(|i| budget.tokens(messages[i])).sum();
+            if kept + tokens > keep {
+                break;
+            }
+            kept += tokens;
+            keep_from = unit.start;
+        }
+        // The last real user message: not injected by steering, not an earlier summary.
+        let last_user = (0..live).rev().find(|&i| {
+            matches!(messages[i], Message::User { .. })
+                && !log.is_injected(i)
+                && !messages[i].text().starts_with(SUMMARY_HEADER)
+        });
+        let (keep_from, task) = match last_user {
+            // The tail from the last real user message fits: keep it whole.
+            Some(u) if u >= keep_from && u > 0 => (u, None),
+            // One long task: summarize its older rounds, keep its message.
+            Some(u) if u < keep_from && self.keep_task => (keep_from, Some(u)),
+            _ => (keep_from, None),
+        };
+        let summarized = (0..keep_from).filter(|i| Some(*i) != task).count();
+        (summarized > 0 && keep_from > 0).then(|| Compaction {
+            keep_from,
+            task,
+            instruction: COMPACTION_PROMPT.to_string(),
+        })
     }
 
     /// The in-place evictions that bring the request down toward the low-water mark, and the
@@ -222,6 +290,14 @@ impl ContextStrategy for TieredStrategy {
         let halfway = budget.of_window(self.low_water + (self.evict_at - self.low_water) / 2.0);
         if after <= budget.of_window(self.truncate_at) && after <= halfway {
             return plan;
+        }
+        if self.compaction
+            && let Some(compaction) = self.compaction(log, budget)
+        {
+            return ContextPlan {
+                compact: Some(compaction),
+                ..ContextPlan::keep()
+            };
         }
         // Eviction was not enough: drop whole units from the front (with the evictions of
         // the units that stay), down to the low-water mark.

@@ -22,6 +22,7 @@ fn strategies() -> Vec<Arc<dyn ContextStrategy>> {
         Arc::new(TruncateStrategy::new().keep_task(false)),
         Arc::new(TieredStrategy::new()),
         Arc::new(TieredStrategy::new().with_marks(0.5, 0.7, 0.3)),
+        Arc::new(TieredStrategy::new().with_compaction(0.25)),
     ]
 }
 

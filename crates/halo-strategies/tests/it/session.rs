@@ -33,9 +33,25 @@ pub struct Seen {
     pub issued: Vec<String>,
 }
 
+impl Seen {
+    /// Whether this was a compaction's summary request.
+    pub fn is_summary(&self) -> bool {
+        matches!(self.history.last(),
+            Some(m @ Message::User { .. }) if m.text() == halo_core::context::COMPACTION_PROMPT)
+    }
+}
+
 #[derive(Default)]
 struct State {
     script: VecDeque<Turn>,
+    /// Summary requests answered (the history's last message is the compaction prompt).
+    summaries: usize,
+    /// Whether summary requests fail as over the window.
+    refuse_summaries: bool,
+    /// Requests over this many tokens are refused with the context-window error.
+    limit: Option<u64>,
+    /// Requests refused so.
+    refused: usize,
     seen: Vec<Seen>,
     /// The bytes of the previous request, message by message (the prefix first).
     previous: Vec<Vec<u8>>,
@@ -56,6 +72,27 @@ impl CacheModel {
 
     pub fn seen(&self) -> Vec<Seen> {
         self.0.lock().unwrap().seen.clone()
+    }
+
+    /// Summary requests asked so far.
+    pub fn summaries(&self) -> usize {
+        self.0.lock().unwrap().summaries
+    }
+
+    /// Refuses requests over `tokens` with the provider's context-window error, as a server
+    /// with that window does.
+    pub fn limit(&self, tokens: u64) {
+        self.0.lock().unwrap().limit = Some(tokens);
+    }
+
+    /// Requests refused as over the limit.
+    pub fn refused(&self) -> usize {
+        self.0.lock().unwrap().refused
+    }
+
+    /// Makes every summary request fail with the provider's context-window error.
+    pub fn refuse_summaries(&self) {
+        self.0.lock().unwrap().refuse_summaries = true;
     }
 }
 
@@ -86,6 +123,14 @@ impl ModelAdapter for CacheModel {
             .map(|(a, _)| a.len())
             .sum();
         let (tokens, cached) = ((total / 4) as u64, (shared / 4) as u64);
+        if state.limit.is_some_and(|limit| tokens > limit) {
+            state.refused += 1;
+            return Err(ModelError::InvalidRequest {
+                status: 400,
+                kind: halo_core::InvalidRequestKind::ContextWindowExceeded,
+                message: format!("{tokens} tokens > {} maximum", state.limit.unwrap_or(0)),
+            });
+        }
         state.seen.push(Seen {
             prefix: parts[0].clone(),
             history: request.history.to_vec(),
@@ -94,6 +139,37 @@ impl ModelAdapter for CacheModel {
             issued: Vec::new(),
         });
         state.previous = parts;
+        let summary = matches!(request.history.last(),
+            Some(m @ Message::User { .. }) if m.text() == halo_core::context::COMPACTION_PROMPT);
+        if summary {
+            state.summaries += 1;
+            if state.refuse_summaries {
+                return Err(ModelError::InvalidRequest {
+                    status: 400,
+                    kind: halo_core::InvalidRequestKind::ContextWindowExceeded,
+                    message: "the summary request is over the window".into(),
+                });
+            }
+            let files = request
+                .history
+                .iter()
+                .filter(|m| matches!(m, Message::Tool(_)))
+                .count();
+            return Ok(ModelResponse {
+                message: AssistantMessage {
+                    text: format!("Read {files} files; the bug is in the parser's number rule."),
+                    ..AssistantMessage::default()
+                },
+                finish_reason: FinishReason::Stop,
+                usage: Usage {
+                    input_tokens: Some(tokens),
+                    output_tokens: Some(20),
+                    cache_read_tokens: Some(cached),
+                    ..Usage::default()
+                },
+                model: None,
+            });
+        }
         let turn = state.script.pop_front().unwrap_or(Turn::Text);
         let usage = Usage {
             input_tokens: Some(tokens),
@@ -187,6 +263,7 @@ impl Tool for Fail {
 pub struct Report {
     pub seen: Vec<Seen>,
     pub rewrites: u64,
+    pub compactions: u64,
     pub expected_misses: usize,
     pub busts: usize,
     pub result: Result<(), HaloError>,
@@ -209,8 +286,23 @@ impl Report {
 
 /// Runs `script` as one task through an agent with `strategy` on a `window`-token context.
 pub fn run(strategy: Arc<dyn ContextStrategy>, window: u64, script: Vec<Turn>) -> Report {
-    let steps = script.len() + 1;
-    let model = CacheModel::new(script);
+    run_on(
+        CacheModel::new(script.clone()),
+        strategy,
+        window,
+        script.len(),
+    )
+}
+
+/// As [`run`], on a model made beforehand (to refuse summaries, say) holding a script of
+/// `turns` turns.
+pub fn run_on(
+    model: CacheModel,
+    strategy: Arc<dyn ContextStrategy>,
+    window: u64,
+    turns: usize,
+) -> Report {
+    let steps = turns + 1;
     let mut agent = HaloAgent::builder(model.clone())
         .system("You are a coding agent. Read what you need, then answer.")
         .tool(Read)
@@ -235,6 +327,7 @@ pub fn run(strategy: Arc<dyn ContextStrategy>, window: u64, script: Vec<Turn>) -
     Report {
         seen: model.seen(),
         rewrites: agent.stats().history_rewrites,
+        compactions: agent.stats().compactions,
         expected_misses: checks
             .iter()
             .filter(|c| c.verdict == CacheVerdict::ExpectedMiss)

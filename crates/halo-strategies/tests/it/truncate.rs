@@ -30,6 +30,20 @@ pub fn long_session() -> Vec<Turn> {
         .collect()
 }
 
+/// 300 steps of three reads of 100 to 250 bytes: results too small to evict, so Tiered's
+/// Layer 2 must act.
+pub fn small_results_session() -> Vec<Turn> {
+    (0..300u64)
+        .map(|i| {
+            Turn::Calls(
+                (0..3)
+                    .map(|k| Some(100 + ((i * 37 + k * 53) % 150) as usize))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
 #[test]
 fn a_200_step_session_stays_in_the_window_rewriting_rarely_and_mostly_cached() {
     let window = 32_000;
@@ -99,6 +113,106 @@ fn tiered_keeps_a_200_step_session_in_the_window_evicting_in_chunks() {
         .filter(|m| matches!(m, Message::Tool(r) if halo_strategies::is_evicted(&r.content)))
         .count();
     assert!(evicted > 0, "nothing evicted");
+}
+
+// Layer 2 by the model: the history but its newest rounds becomes one summary turn after the
+// task; the summary requests are themselves cache hits.
+#[test]
+fn tiered_with_compaction_summarizes_in_chunks_and_its_summary_requests_are_cached() {
+    let window = 32_000;
+    let report = run(
+        Arc::new(halo_strategies::TieredStrategy::new().with_compaction(0.25)),
+        window,
+        small_results_session(),
+    );
+    report.result.as_ref().expect("the run finishes");
+    check_invariants(&report);
+    let summaries: Vec<_> = report.seen.iter().filter(|s| s.is_summary()).collect();
+    let (cached, total) = summaries
+        .iter()
+        .fold((0, 0), |(c, t), s| (c + s.cached, t + s.tokens));
+    eprintln!(
+        "tiered + compaction: {} rewrites, {} compactions, peak {}, {:.3} cached, summary requests {:.3} cached",
+        report.rewrites,
+        report.compactions,
+        report.peak_tokens(),
+        report.cached_share(),
+        cached as f64 / total.max(1) as f64
+    );
+    assert!(report.compactions >= 1, "no compaction");
+    assert_eq!(summaries.len() as u64, report.compactions);
+    assert!(
+        cached as f64 / total.max(1) as f64 > 0.8,
+        "summary requests {cached} of {total} cached"
+    );
+    assert!(
+        report.peak_tokens() <= window,
+        "peak {}",
+        report.peak_tokens()
+    );
+    // After a compaction the task leads the history, the summary follows it.
+    let last = report.seen.last().unwrap();
+    assert_eq!(last.history[0].text(), "Find the bug in the parser.");
+    assert!(
+        last.history
+            .iter()
+            .any(|m| m.text().starts_with(halo_core::context::SUMMARY_HEADER)),
+        "no summary in the last request"
+    );
+}
+
+// A summary request over the window (or failing otherwise) drops what it would have
+// summarized instead: the run goes on inside the window.
+#[test]
+fn a_compaction_whose_own_request_overflows_drops_instead() {
+    let model = CacheModel::new(small_results_session());
+    model.refuse_summaries();
+    let report = crate::session::run_on(
+        model.clone(),
+        Arc::new(halo_strategies::TieredStrategy::new().with_compaction(0.25)),
+        32_000,
+        300,
+    );
+    report.result.as_ref().expect("the run finishes");
+    check_invariants(&report);
+    assert!(model.summaries() >= 1, "no summary was asked for");
+    assert_eq!(report.compactions, 0);
+    assert!(report.rewrites >= 1);
+    assert!(
+        report.peak_tokens() <= 32_000,
+        "peak {}",
+        report.peak_tokens()
+    );
+}
+
+// Reactive: a strategy whose marks let a request reach past the window gets the provider's
+// context-window error; the engine raises its calibration, rewrites (here: truncates) and
+// makes the same step again, so the run goes on.
+#[test]
+fn a_context_window_error_triggers_one_rewrite_and_a_retry_of_the_step() {
+    let window = 16_000;
+    let model = CacheModel::new(long_session());
+    model.limit(window);
+    let report = crate::session::run_on(
+        model.clone(),
+        // The agent believes the window is twice the server's, and truncates only at its
+        // edge: every truncation here is the reaction to a refusal.
+        Arc::new(TruncateStrategy::new().with_marks(1.0, 0.6)),
+        window * 2,
+        200,
+    );
+    report.result.as_ref().expect("the run finishes");
+    eprintln!(
+        "reactive: {} refused, {} rewrites, peak {}",
+        model.refused(),
+        report.rewrites,
+        report.peak_tokens()
+    );
+    assert!(model.refused() >= 1, "no request was over the window");
+    assert!(report.rewrites >= model.refused() as u64);
+    // Each refusal was followed by an accepted request of the same step: all 201 steps made.
+    assert_eq!(report.seen.len(), 201);
+    assert!(report.peak_tokens() <= window);
 }
 
 /// The naive sliding window: whenever the request is over the mark, drop just enough of the
