@@ -94,10 +94,16 @@ pub const TRUNCATE_AT: f64 = 0.95;
 /// Where each of its layers stops.
 pub const LOW_WATER: f64 = 0.55;
 
+/// The share of the window a compaction keeps as it was (the newest rounds); the rest is
+/// summarized by the model.
+pub const KEEP_RECENT: f64 = 0.25;
+
 /// Gives `builder` the coder's strategies, for every model:
 /// - context: [`TieredStrategy`]: from [`EVICT_AT`] old tool results and long arguments are
-///   replaced in place by `{"$evicted": N}`, from [`TRUNCATE_AT`] whole tool rounds are dropped
-///   from the front (the task kept), each in one chunk down to [`LOW_WATER`]; over
+///   replaced in place by `{"$evicted": N}`; from [`TRUNCATE_AT`], or when that is not enough,
+///   the model summarizes all but the newest [`KEEP_RECENT`] of the window into one turn after
+///   the task (dropped instead if the summary request fails), each in one chunk down to
+///   [`LOW_WATER`]; over
 ///   `context_window` tokens, or,
 ///   when that is `None`, the model's own window (its adapter's per-model table, read at
 ///   build time), else [`halo_core::DEFAULT_CONTEXT_WINDOW`];
@@ -109,7 +115,9 @@ pub const LOW_WATER: f64 = 0.55;
 /// then the answer): no rewrite far below its window, nothing to repair in a well-formed call,
 /// no loop in two steps (`tests::the_embedded_set_up_answers_with_the_strategies_on`).
 pub fn strategies(builder: HaloAgentBuilder, context_window: Option<u64>) -> HaloAgentBuilder {
-    let tiered = TieredStrategy::new().with_marks(EVICT_AT, TRUNCATE_AT, LOW_WATER);
+    let tiered = TieredStrategy::new()
+        .with_marks(EVICT_AT, TRUNCATE_AT, LOW_WATER)
+        .with_compaction(KEEP_RECENT);
     let mut context = ContextConfig::for_model(Arc::new(tiered));
     if let Some(tokens) = context_window {
         context = context.with_context_window(tokens);

@@ -349,7 +349,7 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
     builder = coder::strategies(builder, cli.context_window);
     let mut agent = builder.build();
     out.line(format_args!(
-        "context: {} tokens ({window_source}), tool output evicted from {:.0} %, rounds dropped from {:.0} %, down to {:.0} %",
+        "context: {} tokens ({window_source}), tool output evicted from {:.0} %, older rounds summarized from {:.0} %, down to {:.0} %",
         agent.context_window().unwrap_or_default(),
         EVICT_AT * 100.0,
         TRUNCATE_AT * 100.0,
