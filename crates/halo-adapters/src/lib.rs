@@ -24,6 +24,9 @@ pub mod local;
 #[cfg(feature = "sim")]
 pub mod sim;
 
+#[cfg(feature = "tokens")]
+pub mod tokens;
+
 /// The text of the user turn the adapters (OpenAI-compatible, Anthropic, Gemini) insert
 /// where a trimmed history would open with a model turn.
 ///

@@ -22,7 +22,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
 
@@ -31,11 +31,7 @@ pub mod gemini;
 pub mod openai;
 
 /// The tokenizer every simulator counts with: OpenAI's `o200k_base`.
-fn bpe() -> &'static tiktoken_rs::CoreBPE {
-    static BPE: OnceLock<tiktoken_rs::CoreBPE> = OnceLock::new();
-    // The o200k_base ranks are compiled into tiktoken-rs; building them cannot fail.
-    BPE.get_or_init(|| tiktoken_rs::o200k_base().expect("o200k_base ranks are built in"))
-}
+use crate::tokens::bpe;
 
 /// The token ids of `text` under `o200k_base` (special tokens are treated as plain text).
 pub fn tokens(text: &str) -> Vec<u32> {

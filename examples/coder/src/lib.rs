@@ -15,6 +15,7 @@ pub mod approval;
 
 use std::sync::Arc;
 
+use halo_adapters::tokens::O200kEstimator;
 use halo_core::{
     AssistantMessage, ContextConfig, DynTool, GenerationOptions, HaloAgentBuilder, HaloError,
     Message, ModelAdapter, ToolCall, ToolResult,
@@ -118,7 +119,9 @@ pub fn strategies(builder: HaloAgentBuilder, context_window: Option<u64>) -> Hal
     let tiered = TieredStrategy::new()
         .with_marks(EVICT_AT, TRUNCATE_AT, LOW_WATER)
         .with_compaction(KEEP_RECENT);
-    let mut context = ContextConfig::for_model(Arc::new(tiered));
+    // Counted with o200k_base (calibrated against the provider's counts), not bytes / 4.
+    let mut context =
+        ContextConfig::for_model(Arc::new(tiered)).with_estimator(Arc::new(O200kEstimator));
     if let Some(tokens) = context_window {
         context = context.with_context_window(tokens);
     }

@@ -94,18 +94,19 @@ async fn forty_reads_on_a_16k_window_stay_inside_it_and_rewrite_the_history_a_fe
         "a page adds {growth} tokens"
     );
     assert!(peak < WINDOW, "peak {peak} >= {WINDOW}");
-    // Eviction starts at 85 % of the window (13,600) by the coder's estimate (4 bytes a
-    // token, calibrated by the server's last count), so the peak comes close to that mark.
+    // Eviction starts at 85 % of the window (13,600) by the coder's estimate (o200k_base over
+    // each message's JSON, which counts a little more than the server does for the same
+    // history, and a calibration that only moves up), so the peak stays somewhat below it.
     assert!(
-        peak > WINDOW * 8 / 10,
+        peak > WINDOW * 7 / 10,
         "the window was really used: peak {peak}"
     );
 
     // The history was rewritten a few times, in chunks — not on every step once full, as the
     // ring buffer or a per-step sliding window would (about 30 of the 41 requests here).
-    // Measured with the coder's Tiered strategy: one rewrite every 4 or 5 reads once full,
-    // each evicting old pages in place from near 85 % of the window to near 55 %: 7 rewrites
-    // (8 with truncation from 90 %).
+    // Measured with the coder's Tiered strategy counting with o200k_base: one rewrite every
+    // 3 or 4 reads once full, each evicting old pages in place down to near 55 % of the
+    // window: 9 rewrites (7 counting bytes / 4, 8 with truncation from 90 %).
     let rewrites = journal(&path)
         .await
         .iter()
