@@ -130,9 +130,11 @@ pub const SUMMARY_HEADER: &str = "Summary of the earlier part of this session:";
 /// The summary request is the agent's prefix, the history as it stands and `instruction`
 /// as a last user message, with tool choice `none` (the tools stay in the prefix), so it is
 /// itself a prompt-cache hit. The driver makes it between steps
-/// ([`RunState::compaction_request`](crate::RunState::compaction_request)); when it fails —
-/// its own request over the window, a provider error — the messages before `keep_from` are
-/// dropped instead, as truncation would ([`RunState::fail_compaction`](crate::RunState::fail_compaction)).
+/// ([`RunState::compaction_request`](crate::RunState::compaction_request)). When its own
+/// request is over the window, it is made again in halves (the older half, then the newer
+/// half after that summary); when that fails too, or on any other error, the messages before
+/// `keep_from` are dropped instead, as truncation would
+/// ([`RunState::fail_compaction`](crate::RunState::fail_compaction)).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Compaction {
     /// The first message kept after the summary; the start of a unit, at or before the live

@@ -328,13 +328,21 @@ impl HaloAgent {
                             let prefix = object.and_then(ObjectRun::prefix).unwrap_or(&self.prefix);
                             self.state.prepare_context(prefix, context, now);
                             // A compaction: the summary request, between steps, tools off.
-                            if let Some(history) = self.state.compaction_request() {
+                            // At most three requests: whole, or its two halves.
+                            for _ in 0..3 {
+                                let Some(history) = self.state.compaction_request() else {
+                                    break;
+                                };
                                 let options = self.options.clone().with_tool_choice(ToolChoice::None);
                                 let mut request = ModelRequest::new(prefix, &history, &options);
                                 request.session_id = self.session_id.as_deref();
                                 match self.model.generate(request).await {
                                     Ok(response) => self.state.finish_compaction(prefix, &history, response, now),
-                                    Err(e) => self.state.fail_compaction(&e.to_string(), now),
+                                    Err(e) => self.state.fail_compaction(
+                                        &e.to_string(),
+                                        e.is_context_window_exceeded(),
+                                        now,
+                                    ),
                                 }
                             }
                         }

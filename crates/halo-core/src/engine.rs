@@ -143,6 +143,21 @@ fn one() -> f64 {
     1.0
 }
 
+/// The summary requests of a compaction: the whole history at once, or — when that request
+/// was over the window — its older half, then the newer half after the first half's summary.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+enum Halves {
+    #[default]
+    Whole,
+    First {
+        mid: usize,
+    },
+    Second {
+        mid: usize,
+        first: String,
+    },
+}
+
 /// A run's whole state. See the [module docs](self).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunState {
@@ -171,6 +186,9 @@ pub struct RunState {
     /// A compaction a context strategy asked for, waiting for the driver's summary request.
     #[serde(default)]
     pending_compaction: Option<Compaction>,
+    /// Which summary request of the pending compaction is next.
+    #[serde(default)]
+    compaction_stage: Halves,
     /// `max(1, reported / estimated)` input tokens of the last call ([`crate::context`]).
     #[serde(default = "one")]
     calibration: f64,
@@ -205,6 +223,7 @@ impl RunState {
             journal: Vec::new(),
             rewrite_planned: false,
             pending_compaction: None,
+            compaction_stage: Halves::Whole,
             last_estimate: None,
             calibration: 1.0,
             outcome: Outcome::default(),
@@ -414,7 +433,7 @@ impl RunState {
         if self.pending_compaction.is_some() {
             // A driver that does not make summary requests: drop what would have been
             // summarized rather than send a request over the window.
-            self.fail_compaction("the driver made no summary request", at_ms);
+            self.fail_compaction("the driver made no summary request", false, at_ms);
         }
         self.check_history();
         let fingerprint = prefix.fingerprint();
@@ -550,15 +569,38 @@ impl RunState {
     /// [`plan_model_call`](Self::plan_model_call).
     pub fn compaction_request(&self) -> Option<Vec<Message>> {
         let compaction = self.pending_compaction.as_ref()?;
-        let mut history = self.history().into_owned();
+        let mut history = match &self.compaction_stage {
+            Halves::Whole => self.history().into_owned(),
+            Halves::First { mid } => self.log.messages().take(*mid).cloned().collect(),
+            Halves::Second { mid, first } => {
+                let mut h: Vec<Message> = compaction
+                    .task
+                    .filter(|t| t < mid)
+                    .and_then(|t| self.log.messages().nth(t).cloned())
+                    .into_iter()
+                    .collect();
+                h.push(Message::user(format!("{SUMMARY_HEADER}\n{first}")));
+                h.extend(
+                    self.log
+                        .messages()
+                        .skip(*mid)
+                        .take(compaction.keep_from - mid)
+                        .cloned(),
+                );
+                h
+            }
+        };
         history.push(Message::user(compaction.instruction.clone()));
         Some(history)
     }
 
-    /// Replaces the messages before the compaction's `keep_from` by the model's summary (a
-    /// user message headed [`SUMMARY_HEADER`], after the compaction's task message when it has one), counts and
-    /// journals the rewrite, and records the summary request in the ledger (so its own cache
-    /// reads are judged). An empty summary is a failure ([`fail_compaction`](Self::fail_compaction)).
+    /// Feeds the answer to the summary request [`compaction_request`](Self::compaction_request)
+    /// gave: records the request in the ledger (so its own cache reads are judged) and, for
+    /// the last request of the compaction, replaces the messages before its `keep_from` by the
+    /// summary (a user message headed [`SUMMARY_HEADER`], after the compaction's task message
+    /// when it has one), counting and journaling the rewrite. After the first of two halves
+    /// the compaction waits for its second request. An empty summary is a failure
+    /// ([`fail_compaction`](Self::fail_compaction)).
     pub fn finish_compaction(
         &mut self,
         prefix: &StablePrefix,
@@ -566,19 +608,31 @@ impl RunState {
         response: ModelResponse,
         at_ms: u64,
     ) {
+        if self.pending_compaction.is_none() {
+            return;
+        }
+        self.stats.record(&response.usage);
+        // A half's request is not the history grown by one message: a rewrite, planned.
+        let halved = self.compaction_stage != Halves::Whole;
+        let planned = self.ledger.plan(prefix, request, None, halved);
+        self.ledger.record(planned, &response.usage, at_ms);
+        let summary = response.message.text.trim().to_string();
+        if summary.is_empty() {
+            self.fail_compaction("the model's summary was empty", false, at_ms);
+            return;
+        }
+        if let Halves::First { mid } = self.compaction_stage {
+            self.compaction_stage = Halves::Second {
+                mid,
+                first: summary,
+            };
+            return;
+        }
         let Some(compaction) = self.pending_compaction.take() else {
             return;
         };
-        self.stats.record(&response.usage);
+        self.compaction_stage = Halves::Whole;
         self.stats.compactions += 1;
-        let planned = self.ledger.plan(prefix, request, None, false);
-        self.ledger.record(planned, &response.usage, at_ms);
-        let summary = response.message.text.trim();
-        if summary.is_empty() {
-            self.pending_compaction = Some(compaction);
-            self.fail_compaction("the model's summary was empty", at_ms);
-            return;
-        }
         let (task, keep_from) = (compaction.task, compaction.keep_from);
         self.log.retain(|i, _, _| i >= keep_from || Some(i) == task);
         let at = usize::from(task.is_some());
@@ -590,13 +644,33 @@ impl RunState {
         );
     }
 
-    /// The compaction could not be made (`why`: its own request over the window, a provider
-    /// error, an empty answer): the messages before its `keep_from` are dropped instead (its
-    /// task message kept), as truncation would, so the next request still fits.
-    pub fn fail_compaction(&mut self, why: &str, at_ms: u64) {
+    /// A summary request failed (`why`). When the whole history's request was over the
+    /// window (`over_window`), the compaction goes on in halves: the older half of what it
+    /// summarizes first, then the newer half after that summary
+    /// ([`compaction_request`](Self::compaction_request) gives each). Otherwise — a half over
+    /// the window too, a provider error, an empty answer — the messages before its
+    /// `keep_from` are dropped instead (its task message kept), as truncation would, so the
+    /// next request still fits.
+    pub fn fail_compaction(&mut self, why: &str, over_window: bool, at_ms: u64) {
         let Some(compaction) = self.pending_compaction.take() else {
             return;
         };
+        if over_window && self.compaction_stage == Halves::Whole {
+            // A unit boundary near the middle of what is summarized, after the task.
+            let after_task = compaction.task.map_or(0, |t| t + 1);
+            let mid = context::units(&self.log)
+                .iter()
+                .map(|u| u.start)
+                .filter(|&s| s > after_task && s < compaction.keep_from)
+                .min_by_key(|&s| s.abs_diff((after_task + compaction.keep_from) / 2));
+            if let Some(mid) = mid {
+                tracing::warn!("the summary request failed ({why}); summarizing in halves");
+                self.compaction_stage = Halves::First { mid };
+                self.pending_compaction = Some(compaction);
+                return;
+            }
+        }
+        self.compaction_stage = Halves::Whole;
         tracing::warn!(
             "the compaction failed ({why}); dropping the messages it would have summarized"
         );

@@ -215,6 +215,34 @@ fn a_context_window_error_triggers_one_rewrite_and_a_retry_of_the_step() {
     assert!(report.peak_tokens() <= window);
 }
 
+// A summary request over the window is made again in halves — the older half, then the newer
+// half after its summary — before anything is dropped.
+#[test]
+fn a_summary_request_over_the_window_is_made_in_halves() {
+    let window = 32_000;
+    let model = CacheModel::new(small_results_session());
+    // The whole history does not fit a summary request; half of it does.
+    model.limit_summaries(window * 7 / 10);
+    let report = crate::session::run_on(
+        model.clone(),
+        Arc::new(halo_strategies::TieredStrategy::new().with_compaction(0.25)),
+        window,
+        300,
+    );
+    report.result.as_ref().expect("the run finishes");
+    check_invariants(&report);
+    assert!(report.compactions >= 1, "no compaction");
+    // Each compaction: the whole request refused, then two halves answered.
+    assert_eq!(model.summaries() as u64, 3 * report.compactions);
+    let last = report.seen.last().unwrap();
+    assert!(
+        last.history
+            .iter()
+            .any(|m| m.text().starts_with(halo_core::context::SUMMARY_HEADER)),
+        "no summary in the last request"
+    );
+}
+
 /// The naive sliding window: whenever the request is over the mark, drop just enough of the
 /// oldest units — so once full, it rewrites the head of the history on every step.
 #[derive(Debug)]
