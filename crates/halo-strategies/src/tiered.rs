@@ -142,10 +142,12 @@ impl TieredStrategy {
             kept += tokens;
             keep_from = unit.start;
         }
-        // The last real user message: not injected by steering, not an earlier summary.
+        // The last real user message: not injected by steering, not a discardable entry, not
+        // an earlier summary.
         let last_user = (0..live).rev().find(|&i| {
             matches!(messages[i], Message::User { .. })
                 && !log.is_injected(i)
+                && !log.is_discardable(i)
                 && !messages[i].text().starts_with(SUMMARY_HEADER)
         });
         let (keep_from, task) = match last_user {

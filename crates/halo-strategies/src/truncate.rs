@@ -90,7 +90,12 @@ impl ContextStrategy for TruncateStrategy {
                 messages
                     .iter()
                     .enumerate()
-                    .find(|(i, m)| matches!(m, Message::User { .. }) && !log.is_injected(*i))
+                    // The task: not injected by steering, not a discardable entry (a skill).
+                    .find(|(i, m)| {
+                        matches!(m, Message::User { .. })
+                            && !log.is_injected(*i)
+                            && !log.is_discardable(*i)
+                    })
                     .map(|(i, _)| i)
             })
             .flatten();
@@ -201,6 +206,20 @@ mod tests {
         let live = context::live_round_start(&log);
         assert_eq!(live, 5);
         assert_eq!(plan.drop.iter().copied().collect::<Vec<_>>(), [1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn the_task_is_the_first_user_message_that_is_neither_injected_nor_discardable() {
+        let mut log = MessageLog::default();
+        log.push_discardable(Message::user("Skill: how to fix parsers"));
+        log.push(Message::user("Find the bug."));
+        for i in 0..20 {
+            step(&mut log, &format!("c{i}"), &"x".repeat(400));
+        }
+        let b = budget(&log, 2_600);
+        let plan = TruncateStrategy::new().plan(&StablePrefix::default(), &log, &b);
+        assert!(plan.drop.contains(&0), "the skill goes: {plan:?}");
+        assert!(!plan.drop.contains(&1), "the task stays: {plan:?}");
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Context strategies over random sessions — parallel calls, error results, result sizes — every strategy keeps
+//! Context strategies over random sessions — parallel calls, error results, result sizes,
+//! steering messages injected mid-run, discardable entries — every strategy keeps
 //! the seam's invariants: the prefix bytes never change, every call in every request has
 //! exactly one result, the live round is never dropped, and each rewrite is the ledger's one
 //! expected miss.
@@ -9,10 +10,20 @@ use halo_core::ContextStrategy;
 use halo_strategies::{TieredStrategy, TruncateStrategy};
 use proptest::prelude::*;
 
-use crate::session::{Turn, check_invariants, run};
+use crate::session::{CacheModel, Turn, check_invariants, run_with};
 
 fn turn() -> impl Strategy<Value = Turn> {
-    prop::collection::vec(prop::option::weighted(0.85, 50usize..1_500), 1..4).prop_map(Turn::Calls)
+    (
+        prop::collection::vec(prop::option::weighted(0.85, 50usize..1_500), 1..4),
+        prop::bool::weighted(0.1),
+    )
+        .prop_map(|(calls, steer)| {
+            if steer {
+                Turn::Steer(calls)
+            } else {
+                Turn::Calls(calls)
+            }
+        })
 }
 
 fn strategies() -> Vec<Arc<dyn ContextStrategy>> {
@@ -33,9 +44,16 @@ proptest! {
     fn every_strategy_keeps_the_invariants(
         script in prop::collection::vec(turn(), 1..60),
         window in 4_000u64..16_000,
+        discardable in prop::collection::vec(100usize..2_000, 0..3),
     ) {
         for strategy in strategies() {
-            let report = run(strategy, window, script.clone());
+            let report = run_with(
+                CacheModel::new(script.clone()),
+                strategy,
+                window,
+                script.len(),
+                &discardable,
+            );
             prop_assert!(report.result.is_ok(), "{:?}", report.result);
             check_invariants(&report);
         }

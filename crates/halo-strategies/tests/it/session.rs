@@ -17,6 +17,9 @@ use serde_json::json;
 pub enum Turn {
     /// Parallel calls of `read` returning this many bytes each (or of `fail` when `None`).
     Calls(Vec<Option<usize>>),
+    /// The same, and a steering message sent while they run (injected at the next step
+    /// boundary).
+    Steer(Vec<Option<usize>>),
     /// A final answer.
     Text,
 }
@@ -54,6 +57,8 @@ struct State {
     limit: Option<u64>,
     /// Requests refused so.
     refused: usize,
+    /// Where [`Turn::Steer`] sends its message.
+    steering: Option<halo_core::SteeringHandle>,
     seen: Vec<Seen>,
     /// The bytes of the previous request, message by message (the prefix first).
     previous: Vec<Vec<u8>>,
@@ -187,8 +192,17 @@ impl ModelAdapter for CacheModel {
             cache_read_tokens: Some(cached),
             ..Usage::default()
         };
+        let turn = match turn {
+            Turn::Steer(sizes) => {
+                if let Some(steering) = &state.steering {
+                    steering.send("Also check the tests.");
+                }
+                Turn::Calls(sizes)
+            }
+            turn => turn,
+        };
         let message = match turn {
-            Turn::Text => AssistantMessage {
+            Turn::Text | Turn::Steer(_) => AssistantMessage {
                 text: "done".into(),
                 ..AssistantMessage::default()
             },
@@ -312,6 +326,18 @@ pub fn run_on(
     window: u64,
     turns: usize,
 ) -> Report {
+    run_with(model, strategy, window, turns, &[])
+}
+
+/// As [`run_on`], with discardable entries of these sizes (bytes; loaded skill bodies, say)
+/// in the log ahead of the task.
+pub fn run_with(
+    model: CacheModel,
+    strategy: Arc<dyn ContextStrategy>,
+    window: u64,
+    turns: usize,
+    discardable: &[usize],
+) -> Report {
     let steps = turns + 1;
     let mut agent = HaloAgent::builder(model.clone())
         .system("You are a coding agent. Read what you need, then answer.")
@@ -322,6 +348,12 @@ pub fn run_on(
         .max_steps(steps)
         .context(ContextConfig::new(strategy, window))
         .build();
+    model.0.lock().unwrap().steering = Some(agent.steering());
+    for (i, bytes) in discardable.iter().enumerate() {
+        agent
+            .log_mut()
+            .push_discardable(Message::user(format!("Skill {i}: {}", "s".repeat(*bytes))));
+    }
     let result =
         futures::executor::block_on(agent.generate_text("Find the bug in the parser.")).map(|_| ());
     let checks: Vec<_> = agent.cache_ledger().checks().cloned().collect();
