@@ -213,3 +213,26 @@ impl Seen {
         self.0.push(seq);
     }
 }
+
+/// The reply to a compaction's summary request (the request's last message carries
+/// [`COMPACTION_PROMPT`](halo_core::context::COMPACTION_PROMPT)), answered by every simulator
+/// without taking a reply from its script: a text summary that names how many tool results
+/// the history held. `last` is the request's last message or content, in any provider's
+/// shape; `None` for any other request.
+pub(crate) fn summary_reply(history: Option<&Value>) -> Option<SimReply> {
+    let history = history?.as_array()?;
+    let last = history.last()?;
+    if !last
+        .to_string()
+        .contains(halo_core::context::COMPACTION_PROMPT)
+    {
+        return None;
+    }
+    let text = Value::Array(history.clone()).to_string();
+    let results = text.matches("\"tool_call_id\"").count()
+        + text.matches("\"tool_result\"").count()
+        + text.matches("\"functionResponse\"").count();
+    Some(SimReply::text(format!(
+        "The session so far: {results} tool results were read; the task is under way."
+    )))
+}

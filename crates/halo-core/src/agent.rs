@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::cancel::CancelToken;
 use crate::clock::{Clock, SystemClock};
-use crate::context::ContextConfig;
+use crate::context::{Compactor, ContextConfig};
 use crate::dispatch::Toolbox;
 use crate::engine::RunState;
 use crate::error::HaloError;
@@ -46,6 +46,7 @@ pub struct HaloAgentBuilder {
     store: Option<Arc<dyn SessionStore>>,
     state: Option<RunState>,
     context: Option<ContextConfig>,
+    compactor: Option<Arc<dyn Compactor>>,
 }
 
 /// The guardrails and step hooks of an agent.
@@ -139,6 +140,15 @@ impl HaloAgentBuilder {
     /// names none. [`HaloAgent::context_window`] tells which it became.
     pub fn context(mut self, config: ContextConfig) -> Self {
         self.context = Some(config);
+        self
+    }
+
+    /// Answers compactions' summary requests with `compactor` (a [`ModelCompactor`] over a
+    /// cheaper model, say) instead of the agent's own model.
+    ///
+    /// [`ModelCompactor`]: crate::context::ModelCompactor
+    pub fn compactor(mut self, compactor: Arc<dyn Compactor>) -> Self {
+        self.compactor = Some(compactor);
         self
     }
 
@@ -252,6 +262,7 @@ impl HaloAgentBuilder {
                 config.context_window = Some(window);
                 config
             }),
+            compactor: self.compactor,
         }
     }
 }
@@ -289,6 +300,8 @@ pub struct HaloAgent {
     pub(crate) manual: bool,
     /// The context strategy, window and token count.
     pub(crate) context: Option<ContextConfig>,
+    /// Who answers summary requests (`None`: the agent's model).
+    pub(crate) compactor: Option<Arc<dyn Compactor>>,
 }
 
 impl std::fmt::Debug for HaloAgent {
@@ -324,6 +337,7 @@ impl HaloAgent {
             store: None,
             state: None,
             context: None,
+            compactor: None,
         }
     }
 

@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 use crate::log::MessageLog;
 use crate::message::Message;
+use crate::model::{ModelError, ModelRequest, ModelResponse, SharedModel};
 use crate::prefix::StablePrefix;
 
 /// Counts tokens locally, for the [`ContextBudget`]. Calibrated against the provider's
@@ -116,6 +117,42 @@ text, for yourself to continue the task from: the task and what is left to do; e
 read or changed and what was learned or changed in it; the commands run and their results; the \
 errors met and how they were resolved or not; the decisions made and why. Be specific and \
 complete; do not call any tool.";
+
+/// Who answers a compaction's summary request: the step of context management that needs a
+/// model call, apart from the pure [`ContextStrategy`] that decides it. By default the agent's
+/// own model answers (its summary request is then a prompt-cache hit on the session's
+/// prefix and history); give the agent a [`ModelCompactor`] over another model
+/// (`HaloAgentBuilder::compactor`) to summarize with a cheaper one.
+#[async_trait::async_trait]
+pub trait Compactor: Send + Sync + fmt::Debug {
+    /// Answers `request`: the prefix, the history ending with the compaction's instruction,
+    /// tool choice `none`. The answer's text is the summary.
+    ///
+    /// # Errors
+    /// The model's error; one that
+    /// [`is_context_window_exceeded`](ModelError::is_context_window_exceeded) makes the
+    /// compaction go on in halves.
+    async fn summarize(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError>;
+}
+
+/// A [`Compactor`] that asks a model.
+#[derive(Clone)]
+pub struct ModelCompactor(pub SharedModel);
+
+impl fmt::Debug for ModelCompactor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ModelCompactor")
+            .field(&self.0.model_name())
+            .finish()
+    }
+}
+
+#[async_trait::async_trait]
+impl Compactor for ModelCompactor {
+    async fn summarize(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        self.0.generate(request).await
+    }
+}
 
 /// The first line of the user message that carries a compaction's summary in the history.
 pub const SUMMARY_HEADER: &str = "Summary of the earlier part of this session:";

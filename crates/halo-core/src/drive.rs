@@ -336,7 +336,11 @@ impl HaloAgent {
                                 let options = self.options.clone().with_tool_choice(ToolChoice::None);
                                 let mut request = ModelRequest::new(prefix, &history, &options);
                                 request.session_id = self.session_id.as_deref();
-                                match self.model.generate(request).await {
+                                let answer = match &self.compactor {
+                                    Some(compactor) => compactor.summarize(request).await,
+                                    None => self.model.generate(request).await,
+                                };
+                                match answer {
                                     Ok(response) => self.state.finish_compaction(prefix, &history, response, now),
                                     Err(e) => self.state.fail_compaction(
                                         &e.to_string(),

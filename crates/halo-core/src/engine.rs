@@ -612,6 +612,8 @@ impl RunState {
             return;
         }
         self.stats.record(&response.usage);
+        self.stats.compaction_input_tokens += response.usage.input_tokens.unwrap_or(0);
+        self.stats.compaction_cache_read_tokens += response.usage.cache_read_tokens.unwrap_or(0);
         // A half's request is not the history grown by one message: a rewrite, planned.
         let halved = self.compaction_stage != Halves::Whole;
         let planned = self.ledger.plan(prefix, request, None, halved);

@@ -74,8 +74,8 @@ pub use agent::{DEFAULT_MAX_STEPS, HaloAgent, HaloAgentBuilder};
 pub use cancel::CancelToken;
 pub use clock::{Clock, SystemClock};
 pub use context::{
-    Compaction, ContextBudget, ContextConfig, ContextPlan, ContextStrategy, DEFAULT_CONTEXT_WINDOW,
-    TokenEstimator,
+    Compaction, Compactor, ContextBudget, ContextConfig, ContextPlan, ContextStrategy,
+    DEFAULT_CONTEXT_WINDOW, ModelCompactor, TokenEstimator,
 };
 pub use engine::{Next, PendingStep, RunState};
 pub use error::HaloError;

@@ -43,9 +43,14 @@ pub struct AgentStats {
     /// Times a context strategy rewrote the history ([`crate::context`]): each is one
     /// expected cache miss on everything after the change.
     pub history_rewrites: u64,
-    /// Compactions made: summary requests answered ([`crate::context::Compaction`]). Their
-    /// tokens are counted with the other calls'.
+    /// Compactions made ([`crate::context::Compaction`]). Their summary requests' tokens are
+    /// counted with the other calls', and also on their own below.
     pub compactions: u64,
+    /// Input tokens of the summary requests.
+    pub compaction_input_tokens: u64,
+    /// Cache reads of the summary requests (a summary request is the prefix and the
+    /// history, so most of it should be read from the cache).
+    pub compaction_cache_read_tokens: u64,
     /// Changes a [`RepairStrategy`](crate::RepairStrategy) made to the model's tool calls
     /// (a tool name or an argument string each).
     pub tool_call_repairs: u64,
@@ -82,6 +87,12 @@ impl AgentStats {
                 .saturating_sub(earlier.expected_cached_tokens),
             cache_busts: self.cache_busts.saturating_sub(earlier.cache_busts),
             compactions: self.compactions.saturating_sub(earlier.compactions),
+            compaction_input_tokens: self
+                .compaction_input_tokens
+                .saturating_sub(earlier.compaction_input_tokens),
+            compaction_cache_read_tokens: self
+                .compaction_cache_read_tokens
+                .saturating_sub(earlier.compaction_cache_read_tokens),
             history_rewrites: self
                 .history_rewrites
                 .saturating_sub(earlier.history_rewrites),

@@ -895,7 +895,9 @@ fn answer(state: &mut State, headers: &HeaderMap, raw: &[u8]) -> Response {
             all_tokens.len()
         ));
     }
-    let Some(reply) = state.script.pop_front() else {
+    let Some(reply) =
+        super::summary_reply(body.get("messages")).or_else(|| state.script.pop_front())
+    else {
         record.status = 418;
         state.records.push(record);
         return error_response(

@@ -1009,7 +1009,9 @@ fn generate(state: &mut State, model: &str, body: &Value, stream: Option<bool>) 
             seq.len()
         )));
     }
-    let Some(reply) = state.script.pop_front() else {
+    let Some(reply) =
+        super::summary_reply(body.get("contents")).or_else(|| state.script.pop_front())
+    else {
         return Err(error(
             StatusCode::IM_A_TEAPOT,
             "FAILED_PRECONDITION",

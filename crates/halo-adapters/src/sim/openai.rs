@@ -846,7 +846,9 @@ fn answer(state: &mut State, raw: &[u8]) -> Response {
         state.records.push(record);
         return error;
     }
-    let Some(reply) = state.script.pop_front() else {
+    let Some(reply) =
+        super::summary_reply(body.get("messages")).or_else(|| state.script.pop_front())
+    else {
         record.status = 418;
         state.records.push(record);
         let body = json!({"error": {

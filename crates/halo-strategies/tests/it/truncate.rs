@@ -367,3 +367,28 @@ fn a_session_restored_from_its_journal_has_the_rewritten_history() {
     let back: Vec<&Message> = restored.log().messages().collect();
     assert_eq!(back, ran);
 }
+
+// A compactor over another model answers the summary requests; the agent's model sees none.
+#[test]
+fn a_compactor_over_another_model_answers_the_summary_requests() {
+    use halo_core::{ContextConfig, ModelCompactor};
+
+    let main = CacheModel::new(small_results_session());
+    let summarizer = CacheModel::new([]);
+    let mut agent = HaloAgent::builder(main.clone())
+        .tool(Read)
+        .unwrap()
+        .tool(Fail)
+        .unwrap()
+        .max_steps(301)
+        .context(ContextConfig::new(
+            Arc::new(halo_strategies::TieredStrategy::new().with_compaction(0.25)),
+            32_000,
+        ))
+        .compactor(Arc::new(ModelCompactor(Arc::new(summarizer.clone()))))
+        .build();
+    futures::executor::block_on(agent.generate_text("Find the bug.")).expect("the run finishes");
+    assert!(agent.stats().compactions >= 1);
+    assert_eq!(summarizer.summaries() as u64, agent.stats().compactions);
+    assert_eq!(main.summaries(), 0);
+}
