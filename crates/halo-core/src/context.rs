@@ -126,7 +126,8 @@ complete; do not call any tool.";
 #[async_trait::async_trait]
 pub trait Compactor: Send + Sync + fmt::Debug {
     /// Answers `request`: the prefix, the history ending with the compaction's instruction,
-    /// tool choice `none`. The answer's text is the summary.
+    /// the session's generation options. The answer's text is the summary (a tool call in it
+    /// is ignored).
     ///
     /// # Errors
     /// The model's error; one that
@@ -165,7 +166,9 @@ pub const SUMMARY_HEADER: &str = "Summary of the earlier part of this session:";
 /// unit, with `task` that user message, summarizes the older rounds of one long task.
 ///
 /// The summary request is the agent's prefix, the history as it stands and `instruction`
-/// as a last user message, with tool choice `none` (the tools stay in the prefix), so it is
+/// as a last user message, with the session's generation options — its tool choice too: a
+/// different one would cost the history's cache on Anthropic, whose cache a change of
+/// `tool_choice` invalidates for message blocks, and on Gemini — so it is
 /// itself a prompt-cache hit. The driver makes it between steps
 /// ([`RunState::compaction_request`](crate::RunState::compaction_request)). When its own
 /// request is over the window, it is made again in halves (the older half, then the newer

@@ -20,9 +20,7 @@ use crate::engine::Next;
 use crate::error::HaloError;
 use crate::guardrail::{LoopContext, LoopVerdict, OutputVerdict, StepContext, StepSettings};
 use crate::message::{Message, ToolResult};
-use crate::model::{
-    FinishReason, GenerationOptions, ModelError, ModelRequest, ModelStreamEvent, ToolChoice,
-};
+use crate::model::{FinishReason, GenerationOptions, ModelError, ModelRequest, ModelStreamEvent};
 use crate::output::{NOT_RUN_AFTER_OUTPUT, OUTPUT_ACCEPTED, ObjectRun};
 use crate::run::{AgentEvent, GenerateTextResult, StepResult, Turn};
 use crate::telemetry;
@@ -327,13 +325,16 @@ impl HaloAgent {
                         if let Some(context) = &self.context {
                             let prefix = object.and_then(ObjectRun::prefix).unwrap_or(&self.prefix);
                             self.state.prepare_context(prefix, context, now);
-                            // A compaction: the summary request, between steps, tools off.
+                            // A compaction: the summary request, between steps, with the
+                            // session's options unchanged: a different tool_choice would
+                            // miss the history's cache on Anthropic (it invalidates message
+                            // blocks) and Gemini; the instruction asks for no tool call.
                             // At most three requests: whole, or its two halves.
                             for _ in 0..3 {
                                 let Some(history) = self.state.compaction_request() else {
                                     break;
                                 };
-                                let options = self.options.clone().with_tool_choice(ToolChoice::None);
+                                let options = self.options.clone();
                                 let mut request = ModelRequest::new(prefix, &history, &options);
                                 request.session_id = self.session_id.as_deref();
                                 let answer = match &self.compactor {

@@ -563,7 +563,8 @@ impl RunState {
     /// The summary request of the compaction a context strategy asked for in
     /// [`prepare_context`](Self::prepare_context): the history to send after the prefix —
     /// the history as it stands, then the compaction's instruction as a user message — with
-    /// tool choice `none`. `None` when no compaction waits. Feed the answer to
+    /// the session's options (its tool choice unchanged, so the request stays a cache hit on
+    /// every provider). `None` when no compaction waits. Feed the answer to
     /// [`finish_compaction`](Self::finish_compaction), or a failure to
     /// [`fail_compaction`](Self::fail_compaction), before
     /// [`plan_model_call`](Self::plan_model_call).
