@@ -1088,15 +1088,17 @@ impl RunState {
                         results.iter().cloned().map(Message::Tool),
                     );
                 }
+                // A boundary without a history (the reserved shape of earlier journals)
+                // changes nothing.
                 JournalEvent::CompactBoundary {
                     history,
                     injected,
                     discardable,
                     ..
-                } => {
+                } if !history.is_empty() => {
                     state.log.reset_to(history.clone(), injected, discardable);
                 }
-                JournalEvent::Outcome { .. } => {}
+                JournalEvent::Outcome { .. } | JournalEvent::CompactBoundary { .. } => {}
             }
         }
         if let (Some(fingerprint), Some((history, input_tokens, at_ms))) =

@@ -1,6 +1,7 @@
-//! Tiered's in-place eviction on both wire shapes: OpenAI-style `role: tool` messages, and
-//! Anthropic `tool_result` blocks grouped in one user message. Each evicted result is the
-//! object `{"$evicted":N}` where its content was, the others as they were, pairing intact.
+//! Tiered's in-place eviction and truncation on both wire shapes: OpenAI-style `role: tool`
+//! messages, and Anthropic `tool_result` blocks grouped in one user message. Each evicted
+//! result is the object `{"$evicted":N}` where its content was, the others as they were;
+//! after truncation every call still has its one result.
 
 use halo_adapters::anthropic::AnthropicAdapter;
 use halo_adapters::openai::OpenAiCompatible;
@@ -137,4 +138,73 @@ fn anthropic_tool_result_blocks_carry_the_placeholder_object() {
         text(groups[5][1]).starts_with("c51 x"),
         "the live round is untouched"
     );
+}
+
+/// Every `tool_use` / call id of a body has exactly one result and every result its call,
+/// on OpenAI's shape (`tool_calls` + `role: tool`) or Anthropic's (`tool_use` +
+/// `tool_result` blocks).
+fn paired(body: &Value) -> bool {
+    let text = body.to_string();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let mut calls = Vec::new();
+    let mut results = Vec::new();
+    for m in v["messages"].as_array().unwrap() {
+        for c in m["tool_calls"].as_array().into_iter().flatten() {
+            calls.push(c["id"].as_str().unwrap().to_string());
+        }
+        if m["role"] == "tool" {
+            results.push(m["tool_call_id"].as_str().unwrap().to_string());
+        }
+        for b in m["content"].as_array().into_iter().flatten() {
+            match b["type"].as_str() {
+                Some("tool_use") => calls.push(b["id"].as_str().unwrap().to_string()),
+                Some("tool_result") => results.push(b["tool_use_id"].as_str().unwrap().to_string()),
+                _ => {}
+            }
+        }
+    }
+    calls.sort();
+    results.sort();
+    !calls.is_empty() && calls == results
+}
+
+#[test]
+fn truncation_keeps_calls_and_results_paired_on_both_wire_shapes() {
+    let log = session();
+    let used: u64 = log
+        .messages()
+        .map(|m| context::message_tokens(&BytesEstimator, m))
+        .sum();
+    let budget = ContextBudget {
+        context_window: used,
+        used_tokens: used,
+        calibration: 1.0,
+        estimator: &BytesEstimator,
+    };
+    let plan =
+        halo_strategies::TruncateStrategy::new().plan(&StablePrefix::default(), &log, &budget);
+    assert!(!plan.drop.is_empty());
+    let history: Vec<Message> = log
+        .messages()
+        .enumerate()
+        .filter(|(i, _)| !plan.drop.contains(i))
+        .map(|(_, m)| m.clone())
+        .collect();
+    assert_eq!(history[0].text(), "Find the bug.");
+    let prefix = StablePrefix::new("You are a coding agent.");
+    let options = GenerationOptions::default();
+    let request = ModelRequest::new(&prefix, &history, &options);
+    let openai = OpenAiCompatible::openai("gpt-4o-mini")
+        .api_key("sk-test")
+        .base_url("http://127.0.0.1:9/v1")
+        .build()
+        .unwrap();
+    let anthropic = AnthropicAdapter::builder("claude-sonnet-4-5")
+        .api_key("sk-ant-test")
+        .base_url("http://127.0.0.1:9")
+        .build()
+        .unwrap();
+    let body = |bytes: &[u8]| serde_json::from_slice::<Value>(bytes).unwrap();
+    assert!(paired(&body(&openai.request_body(&request).unwrap())));
+    assert!(paired(&body(&anthropic.request_body(&request).unwrap())));
 }

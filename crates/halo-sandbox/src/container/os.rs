@@ -184,6 +184,15 @@ pub(crate) fn bwrap_args(
         // could connect to through the read-only bind, whatever the network namespace.
         "--tmpfs", "/run",
     ]);
+    if network {
+        // `/etc/resolv.conf` is a link into `/run` on systemd-resolved machines (Ubuntu):
+        // with the network allowed, keep DNS working.
+        push(&[
+            "--ro-bind-try",
+            "/run/systemd/resolve",
+            "/run/systemd/resolve",
+        ]);
+    }
     // A root under /tmp is bound into the private tmpfs, whose folders leading to it would be
     // writable: make them read-only (0555; the command has no CAP_DAC_OVERRIDE), so `../x`
     // fails as it does for a root elsewhere instead of landing in the discarded tmpfs.
@@ -302,7 +311,9 @@ mod tests {
         assert!(!args.contains("--unshare-net"), "{args}");
         assert!(
             args.ends_with(
-                "--perms 1777 --tmpfs /tmp --tmpfs /run --ro-bind /w /w --remount-ro /tmp --chdir /w"
+                "--perms 1777 --tmpfs /tmp --tmpfs /run \
+                 --ro-bind-try /run/systemd/resolve /run/systemd/resolve \
+                 --ro-bind /w /w --remount-ro /tmp --chdir /w"
             ),
             "{args}"
         );
