@@ -1,0 +1,178 @@
+//! The prompt-cache benchmark (`cargo xtask bench cache`, which runs
+//! `cargo run -p cache-bench`): how much of a long tool-using session each provider serves
+//! from its prompt cache when the requests are built Halo's way, next to a baseline that
+//! puts the current date-time in the system prompt.
+//!
+//! The session: a coding agent investigates this repository in 40 model calls (39 tool
+//! calls, then an answer) with a realistic prefix (instructions plus `ARCHITECTURE.md` as
+//! project notes, and four tool schemas: about 3,000 tokens). The model is scripted (the
+//! provider simulators of `halo_adapters::sim` answer from a reply script); the tools are
+//! local fakes that answer from this repository's real files (`read` slices files, `grep`
+//! searches them, `bash` answers `ls`, `wc -l`, `cargo test` and a few more from them), so
+//! results vary in size from about 200 B to 8 KB and are the same for every run.
+//!
+//! Each provider runs the session twice through its real adapter, a [`HaloAgent`] with
+//! `generate_text` and `max_steps(45)`, against a fresh simulator on loopback: OpenAI
+//! (`OpenAiCompatible::openai`, `gpt-5-mini`) and DeepSeek (`OpenAiCompatible::deepseek`)
+//! against `OpenAiSim`, Anthropic (`AnthropicAdapter`, `claude-sonnet-4-5`) against
+//! `AnthropicSim`, Gemini (`GeminiAdapter`, `gemini-2.5-flash`, sharing the simulator's
+//! clock) against `GeminiSim`:
+//! - **halo**: the stable prefix and the append-only history as Halo sends them;
+//! - **baseline**: the same session, with `Current date and time: …` appended to the system
+//!   prompt of every request, the clock advancing 20 s per model call. The baseline wraps
+//!   the adapter ([`Clocked`]) and rebuilds the prefix with the time on each call, as agents
+//!   that render their system prompt per request do; the agent itself is unchanged, so
+//!   both runs carry the same conversation.
+//!
+//! Columns: input and cached tokens as the adapter reported them (`AgentStats`), the hit
+//! share, the theoretical maximum (per request, the longest token prefix it shares with any
+//! earlier request of the session, summed; computed by the simulator from the recorded
+//! requests, without minimum or rounding), Halo's cached tokens as a fraction of that
+//! maximum (goal at least 0.98), the ledger's cache-bust count, and the cost ratio with
+//! cached tokens at 10 % of the uncached price and written tokens where reported (Anthropic's
+//! at 125 %, inside input; Gemini's created `cachedContents` at 100 %, a separate call).
+//! Tokens are `o200k_base` for every simulator. Nothing is asserted; it prints figures.
+
+mod baseline;
+mod session;
+mod table;
+mod workspace;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use halo_adapters::anthropic::AnthropicAdapter;
+use halo_adapters::gemini::GeminiAdapter;
+use halo_adapters::openai::OpenAiCompatible;
+use halo_adapters::sim::anthropic::AnthropicSim;
+use halo_adapters::sim::gemini::GeminiSim;
+use halo_adapters::sim::openai::{OpenAiSim, SimProfile};
+
+use crate::session::Session;
+use crate::table::{Figures, table};
+
+/// Runs the benchmark and prints its table. The session reads the repository at the path
+/// given as the first argument, by default the workspace this example was built in.
+///
+/// # Errors
+/// A simulator cannot bind a loopback port, an adapter cannot be built, or a run fails.
+fn main() -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the tokio runtime")?;
+    let root = std::env::args_os().nth(1).map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."),
+        PathBuf::from,
+    );
+    runtime.block_on(run_all(root))
+}
+
+async fn run_all(root: PathBuf) -> anyhow::Result<()> {
+    let session = Session::new(root)?;
+    let mut rows = Vec::new();
+    for provider in Provider::ALL {
+        eprintln!("bench cache: {} ...", provider.name());
+        let halo = provider.run(&session, false).await?;
+        let baseline = provider.run(&session, true).await?;
+        rows.push((provider, halo, baseline));
+    }
+    print!("{}", table(&session, &rows));
+    Ok(())
+}
+
+/// The providers, each through its adapter against its simulator.
+#[derive(Debug, Clone, Copy)]
+enum Provider {
+    OpenAi,
+    DeepSeek,
+    Anthropic,
+    Gemini,
+}
+
+impl Provider {
+    const ALL: [Provider; 4] = [
+        Provider::OpenAi,
+        Provider::DeepSeek,
+        Provider::Anthropic,
+        Provider::Gemini,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Provider::OpenAi => "openai",
+            Provider::DeepSeek => "deepseek",
+            Provider::Anthropic => "anthropic",
+            Provider::Gemini => "gemini",
+        }
+    }
+
+    /// One session against a fresh simulator.
+    async fn run(self, session: &Session, baseline: bool) -> anyhow::Result<Figures> {
+        match self {
+            Provider::OpenAi | Provider::DeepSeek => {
+                let profile = match self {
+                    Provider::OpenAi => SimProfile::OpenAi,
+                    _ => SimProfile::DeepSeek,
+                };
+                let sim = OpenAiSim::start(profile)
+                    .await
+                    .context("cannot start the simulator")?;
+                sim.set_reply_script(session.script());
+                let builder = match profile {
+                    SimProfile::OpenAi => OpenAiCompatible::openai("gpt-5-mini"),
+                    SimProfile::DeepSeek => OpenAiCompatible::deepseek("deepseek-chat"),
+                };
+                let model = builder
+                    .api_key("sk-bench")
+                    .base_url(sim.base_url())
+                    .max_retries(0)
+                    .build()
+                    .context("cannot build the adapter")?;
+                let stats = session.run(model, baseline).await?;
+                let records = sim.records();
+                let max = records.iter().map(|r| r.seen_prefix_tokens).sum();
+                Ok(Figures::new(self, stats, Some(max)))
+            }
+            Provider::Anthropic => {
+                let sim = AnthropicSim::start()
+                    .await
+                    .context("cannot start the simulator")?;
+                sim.set_reply_script(session.script());
+                let model = AnthropicAdapter::builder("claude-sonnet-4-5")
+                    .api_key("sk-ant-bench")
+                    .base_url(sim.base_url())
+                    .max_retries(0)
+                    .build()
+                    .context("cannot build the adapter")?;
+                let stats = session.run(model, baseline).await?;
+                let records = sim.records();
+                let max = records.iter().map(|r| r.seen_prefix_tokens).sum();
+                Ok(Figures::new(self, stats, Some(max)))
+            }
+            Provider::Gemini => {
+                let sim = GeminiSim::start()
+                    .await
+                    .context("cannot start the simulator")?;
+                sim.set_reply_script(session.script());
+                let model = GeminiAdapter::builder()
+                    .model("gemini-2.5-flash")
+                    .api_key("bench-key")
+                    .base_url(sim.base_url())
+                    .clock(sim.clock())
+                    .max_retries(0)
+                    .build()
+                    .context("cannot build the adapter")?;
+                let stats = session.run(model, baseline).await?;
+                let max = sim
+                    .generate_records()
+                    .iter()
+                    .filter_map(|r| r.usage)
+                    .map(|u| u.seen_prefix_tokens)
+                    .sum();
+                Ok(Figures::new(self, stats, Some(max)))
+            }
+        }
+    }
+}
