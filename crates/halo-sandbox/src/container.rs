@@ -35,11 +35,24 @@ mod search;
 pub use os::SandboxMode;
 
 /// The environment variables commands inherit by default: `PATH`, `HOME`, `USER`,
-/// `LOGNAME`, `SHELL`, `LANG`, `LC_ALL`, `LC_CTYPE`, `TERM`, `TZ` and `TMPDIR`. Every other
-/// variable (API keys included) is removed.
+/// `LOGNAME`, `SHELL`, `LANG`, `LC_ALL`, `LC_CTYPE`, `TERM`, `TZ`, `TMPDIR`, and the Rust
+/// toolchain's `CARGO_HOME` and `RUSTUP_HOME` (paths, not secrets: without them `cargo` in a
+/// command finds no toolchain where it is installed outside `~/.cargo`). Every other variable
+/// (API keys included) is removed.
 pub const DEFAULT_ENV_ALLOWLIST: &[&str] = &[
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ",
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TERM",
+    "TZ",
     "TMPDIR",
+    "CARGO_HOME",
+    "RUSTUP_HOME",
 ];
 
 /// A sandbox over a real root folder: files through a cap-std capability, commands with

@@ -26,9 +26,10 @@ fn workspace() -> Fixture {
 // cargo needs nothing writable outside the root for a crate without dependencies (nor for
 // one whose dependencies are already unpacked in the registry: cargo skips its package-cache
 // lock on a read-only CARGO_HOME): `target/` is in the root, rustc's temporary files are in
-// the private /tmp. CARGO_HOME and RUSTUP_HOME are passed on where they are set, so a
-// toolchain installed elsewhere than ~/.cargo (as in the rust Docker images) is found;
-// CARGO_TARGET_DIR is not, since a target folder outside the root is read-only here.
+// the private /tmp. CARGO_HOME and RUSTUP_HOME are in the default allowlist, so a toolchain
+// installed elsewhere than ~/.cargo (as in the rust Docker images) is found; RUSTUP_TOOLCHAIN
+// (set by rustup's proxy for the test run) is added here; CARGO_TARGET_DIR is not, since a
+// target folder outside the root is read-only here.
 #[tokio::test]
 async fn cargo_builds_and_tests_a_crate_in_the_root() {
     if !runs("cargo") {
@@ -38,11 +39,12 @@ async fn cargo_builds_and_tests_a_crate_in_the_root() {
     let f = Fixture::with(|s| {
         s.with_protected_paths([".git"])
             .expect("protect .git")
-            .with_env_allowlist(DEFAULT_ENV_ALLOWLIST.iter().copied().chain([
-                "CARGO_HOME",
-                "RUSTUP_HOME",
-                "RUSTUP_TOOLCHAIN",
-            ]))
+            .with_env_allowlist(
+                DEFAULT_ENV_ALLOWLIST
+                    .iter()
+                    .copied()
+                    .chain(["RUSTUP_TOOLCHAIN"]),
+            )
     });
     f.file(
         "adder/Cargo.toml",
