@@ -35,13 +35,19 @@
 //!   the line number (the header is line 1). Nothing is truncated then: the file is left as
 //!   it is for a person to look at. Blank lines are ignored.
 //!
-//! A journal has one writer at a time: two processes appending to the same file interleave
-//! their runs.
+//! Several writers (two stores, two processes) may share a journal: each append holds an
+//! exclusive advisory lock on the file (`flock`, through fs4) while it checks the file's end,
+//! writes and syncs, and a load holds a shared one while it reads, so a header is written
+//! once, a torn line is repaired by one writer only, and a load never sees half of an append.
+//! The events of two agents appending to one journal still alternate in it: give each
+//! conversation a journal of its own.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+
+use fs4::FileExt;
 
 use halo_core::async_trait;
 use halo_core::session::{JOURNAL_FORMAT_VERSION, JournalEvent, SessionError, SessionStore};
@@ -103,9 +109,11 @@ pub struct JsonlStore {
 #[derive(Debug)]
 struct Inner {
     path: PathBuf,
-    /// Held while writing. `true` once this store has checked the file's end (and truncated
-    /// a torn line): the file then ends with a complete line of ours.
-    checked: Mutex<bool>,
+    /// Held while writing. The file's length after this store's last append, once it has
+    /// checked the file's end (and truncated a torn line): while the file still has that
+    /// length it ends with a complete line of ours; any other length (another writer
+    /// appended, or crashed mid-line) is checked again.
+    checked: Mutex<Option<u64>>,
 }
 
 impl JsonlStore {
@@ -116,7 +124,7 @@ impl JsonlStore {
         JsonlStore {
             inner: Arc::new(Inner {
                 path: path.into(),
-                checked: Mutex::new(false),
+                checked: Mutex::new(None),
             }),
         }
     }
@@ -196,12 +204,19 @@ impl Inner {
     }
 
     /// The file's bytes; empty when it does not exist.
+    /// The file's bytes, read under a shared lock; empty when it does not exist.
     fn read(&self) -> Result<Vec<u8>, SessionError> {
-        match std::fs::read(&self.path) {
-            Ok(bytes) => Ok(bytes),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(self.io("cannot read the journal", e)),
-        }
+        let mut file = match File::open(&self.path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(self.io("cannot open the journal", e)),
+        };
+        FileExt::lock_shared(&file).map_err(|e| self.io("cannot lock the journal", e))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| self.io("cannot read the journal", e))?;
+        // Closing the file releases the lock.
+        Ok(bytes)
     }
 
     fn load(&self) -> Result<Vec<JournalEvent>, SessionError> {
@@ -242,16 +257,20 @@ impl Inner {
             .create(true)
             .open(&self.path)
             .map_err(|e| self.io("cannot open the journal for appending", e))?;
-        let len = if *checked {
-            file.metadata()
-                .map_err(|e| self.io("cannot read the journal's size", e))?
-                .len()
+        // Held until `file` is closed, at the end of this call.
+        FileExt::lock(&file).map_err(|e| self.io("cannot lock the journal", e))?;
+        let size = file
+            .metadata()
+            .map_err(|e| self.io("cannot read the journal's size", e))?
+            .len();
+        let len = if *checked == Some(size) {
+            size
         } else {
             self.repair(&mut file)?
         };
         // From here until the data is synced, a failure may leave a torn end: check again
         // next time.
-        *checked = false;
+        *checked = None;
         let mut buf = Vec::with_capacity(lines.len() + 40);
         if len == 0 {
             buf.extend_from_slice(&Header::line());
@@ -264,7 +283,7 @@ impl Inner {
         if len == 0 {
             self.sync_folder()?;
         }
-        *checked = true;
+        *checked = Some(len + buf.len() as u64);
         Ok(())
     }
 
@@ -683,6 +702,45 @@ mod tests {
         );
     }
 
+    // Two stores on one file, as two processes would have: the lock makes the first appends
+    // write one header between them, and every batch lands whole. Without it (checked by
+    // removing the lock) two stores both see an empty file and both write a header, and the
+    // next append finds the second header a corrupt line and fails.
+    #[test]
+    fn two_stores_on_one_file_write_one_header_and_whole_batches() {
+        let events = every_variant();
+        for round in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("shared.jsonl");
+            let writers: Vec<_> = (0..4)
+                .map(|_| {
+                    let store = JsonlStore::new(&path);
+                    let events = events.clone();
+                    std::thread::spawn(move || {
+                        for chunk in events.chunks(2) {
+                            block_on(store.append(chunk)).unwrap();
+                        }
+                    })
+                })
+                .collect();
+            for w in writers {
+                w.join().unwrap();
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert_eq!(
+                text.matches(HEADER_TYPE).count(),
+                1,
+                "round {round}: one header line\n{text}"
+            );
+            let loaded = block_on(JsonlStore::new(&path).load()).unwrap();
+            assert_eq!(loaded.len(), 4 * events.len(), "round {round}");
+            // Each batch of two is whole: every event is followed by its batch partner.
+            for pair in events.chunks(2) {
+                let starts = loaded.windows(pair.len()).filter(|w| *w == pair).count();
+                assert_eq!(starts, 4, "round {round}: batch {pair:?} whole four times");
+            }
+        }
+    }
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn appends_inside_tokio_run_on_the_blocking_pool_and_clones_share_the_file() {
         let (_dir, store) = store();
