@@ -1,0 +1,1 @@
+//! The npm reference servers (gated on `HALO_MCP_PEERS`).
