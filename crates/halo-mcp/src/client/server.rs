@@ -280,11 +280,12 @@ impl Server {
                     stdin,
                     stderr_tail,
                     stray,
+                    readers,
                 } = child;
                 let served = tokio::time::timeout(timeout, handler.serve((stdout, stdin))).await;
-                let stray = stray.lock().map(|s| s.clone()).unwrap_or_default();
                 let failure = match served {
                     Ok(Ok(service)) => {
+                        let stray = stray.lock().map(|s| s.clone()).unwrap_or_default();
                         if !stray.is_empty() {
                             tracing::warn!(server = %name, lines = ?stray, "the mcp server wrote non-JSON lines to stdout before the handshake (ignored)");
                         }
@@ -305,20 +306,30 @@ impl Server {
                         Ok(Ok(status)) => Some(status.to_string()),
                         _ => None,
                     };
+                if status.is_some() {
+                    // It exited: its output ends soon; read it all before judging.
+                    for reader in readers {
+                        let _ = tokio::time::timeout(Duration::from_millis(500), reader).await;
+                    }
+                }
+                let stray = stray.lock().map(|s| s.clone()).unwrap_or_default();
                 let tail = tail_text(&stderr_tail);
+                // A process that exited makes rmcp's own error (a broken pipe, a closed
+                // connection) noise: say what happened instead.
+                let message = match status {
+                    Some(s) => format!("the process exited ({s}) before completing it"),
+                    None => failure,
+                };
                 if !stray.is_empty() {
                     return Err(ServerError::StrayStdout {
                         server: name,
                         lines: stray,
-                        detail: failure,
+                        detail: message,
                     });
                 }
                 Err(ServerError::Handshake {
                     server: name,
-                    message: match status {
-                        Some(s) => format!("{failure} (the process exited: {s})"),
-                        None => failure,
-                    },
+                    message,
                     stderr: tail,
                 })
             }

@@ -6,18 +6,16 @@
 //! rmcp's `TokioChildProcess` hands its stdout straight to the JSON-RPC codec, which skips
 //! lines that are not JSON (MCP basic/transports, stdio: stdout carries protocol messages
 //! only). So the process is spawned here with process-wrap (what `TokioChildProcess` uses)
-//! and its stdout passed through [`StrayWatch`], which remembers such lines: when the
+//! and its stdout copied to the transport by a task that remembers such lines: when the
 //! handshake then fails, the error quotes them and names the server.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 
 use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
-use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWriteExt as _, ReadBuf};
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::process::{ChildStdin, ChildStdout};
 
 use crate::config::StdioConfig;
@@ -32,12 +30,15 @@ const STRAY_CHARS: usize = 200;
 pub(crate) struct Child {
     /// The process; dropping it kills the process group.
     pub(crate) process: Box<dyn ChildWrapper>,
-    pub(crate) stdout: StrayWatch<ChildStdout>,
+    /// The transport's end of the child's stdout (copied by a task that watches it).
+    pub(crate) stdout: tokio::io::DuplexStream,
     pub(crate) stdin: ChildStdin,
     /// The last lines of stderr.
     pub(crate) stderr_tail: Arc<Mutex<VecDeque<String>>>,
     /// Non-JSON lines seen on stdout before the first JSON one.
     pub(crate) stray: Arc<Mutex<Vec<String>>>,
+    /// The tasks reading stdout and stderr: both end when the process closes them.
+    pub(crate) readers: Vec<tokio::task::JoinHandle<()>>,
 }
 
 /// Spawns `config`'s command: environment cleared but for `PATH` (from this process,
@@ -74,21 +75,29 @@ pub(crate) fn spawn(
         .ok_or_else(|| std::io::Error::other("the child's stdout was not piped"))?;
     let stderr = process.stderr().take();
     let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+    let mut readers = Vec::new();
     if let Some(stderr) = stderr {
-        tokio::spawn(drain_stderr(
+        readers.push(tokio::spawn(drain_stderr(
             server.to_string(),
             stderr,
             log_dir.map(|d| d.join(format!("{}.log", crate::name::sanitize(server)))),
             stderr_tail.clone(),
-        ));
+        )));
     }
     let stray = Arc::new(Mutex::new(Vec::new()));
+    let (transport_end, pump_end) = tokio::io::duplex(64 * 1024);
+    readers.push(tokio::spawn(pump(
+        stdout,
+        pump_end,
+        StrayLines::new(stray.clone()),
+    )));
     Ok(Child {
         process,
-        stdout: StrayWatch::new(stdout, stray.clone()),
+        stdout: transport_end,
         stdin,
         stderr_tail,
         stray,
+        readers,
     })
 }
 
@@ -138,20 +147,17 @@ async fn drain_stderr(
     }
 }
 
-/// An `AsyncRead` that passes bytes through and records the non-JSON lines that come
-/// before the first line starting with `{`.
-pub(crate) struct StrayWatch<R> {
-    inner: R,
+/// Records the non-JSON lines that come before the first line starting with `{`.
+pub(crate) struct StrayLines {
     stray: Arc<Mutex<Vec<String>>>,
     line: Vec<u8>,
-    /// Set once a JSON line was seen: from then on bytes only pass.
+    /// Set once a JSON line was seen: from then on nothing is recorded.
     done: bool,
 }
 
-impl<R> StrayWatch<R> {
-    fn new(inner: R, stray: Arc<Mutex<Vec<String>>>) -> Self {
-        StrayWatch {
-            inner,
+impl StrayLines {
+    fn new(stray: Arc<Mutex<Vec<String>>>) -> Self {
+        StrayLines {
             stray,
             line: Vec::new(),
             done: false,
@@ -169,52 +175,58 @@ impl<R> StrayWatch<R> {
                 }
                 continue;
             }
-            let text = String::from_utf8_lossy(&self.line).trim().to_string();
-            self.line.clear();
-            if text.starts_with('{') {
-                self.done = true;
-            } else if !text.is_empty()
-                && let Ok(mut stray) = self.stray.lock()
-                && stray.len() < STRAY_LINES
-            {
-                stray.push(text.chars().take(STRAY_CHARS).collect());
-            }
+            self.end_line();
+        }
+    }
+
+    fn end_line(&mut self) {
+        let text = String::from_utf8_lossy(&self.line).trim().to_string();
+        self.line.clear();
+        if text.starts_with('{') {
+            self.done = true;
+        } else if !text.is_empty()
+            && let Ok(mut stray) = self.stray.lock()
+            && stray.len() < STRAY_LINES
+        {
+            stray.push(text.chars().take(STRAY_CHARS).collect());
         }
     }
 }
 
-impl<R: AsyncRead + Unpin> AsyncRead for StrayWatch<R> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = polled
-            && !self.done
-        {
-            let new = buf.filled()[before..].to_vec();
-            self.observe(&new);
+/// Copies the child's stdout to `to` (the transport's end), watching for stray lines; goes
+/// on reading to the end when the transport is gone, so a failed handshake still sees all
+/// of what the server wrote.
+async fn pump(mut from: ChildStdout, mut to: tokio::io::DuplexStream, mut watch: StrayLines) {
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut open = true;
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if !watch.done {
+            watch.observe(&buf[..n]);
         }
-        polled
+        if open && to.write_all(&buf[..n]).await.is_err() {
+            open = false;
+        }
+    }
+    if !watch.done && !watch.line.is_empty() {
+        watch.end_line();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::AsyncReadExt as _;
 
-    #[tokio::test]
-    async fn stray_lines_before_the_first_json_line_are_kept() {
-        let text: &[u8] =
-            b"Starting server...\n\nlistening on stdio\n{\"jsonrpc\":\"2.0\"}\nafter\n";
+    #[test]
+    fn stray_lines_before_the_first_json_line_are_kept() {
         let stray = Arc::new(Mutex::new(Vec::new()));
-        let mut watch = StrayWatch::new(text, stray.clone());
-        let mut out = Vec::new();
-        watch.read_to_end(&mut out).await.unwrap();
-        assert_eq!(out, text, "bytes pass through unchanged");
+        let mut watch = StrayLines::new(stray.clone());
+        watch.observe(b"Starting server...\n\nlisten");
+        watch.observe(b"ing on stdio\n{\"jsonrpc\":\"2.0\"}\nafter\n");
+        assert!(watch.done);
         assert_eq!(
             *stray.lock().unwrap(),
             ["Starting server...", "listening on stdio"]
