@@ -79,6 +79,26 @@ impl Fake {
     }
 }
 
+impl Fake {
+    /// Serves the fake over streamable HTTP on 127.0.0.1 (an ephemeral port); returns the
+    /// MCP endpoint's URL.
+    pub async fn serve_http(&self) -> String {
+        use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+        use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+        let fake = self.clone();
+        let service = StreamableHttpService::new(
+            move || Ok(fake.clone()),
+            Arc::new(LocalSessionManager::default()),
+            StreamableHttpServerConfig::default(),
+        );
+        let router = axum::Router::new().nest_service("/mcp", service);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        format!("http://{addr}/mcp")
+    }
+}
+
 impl ServerHandler for Fake {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
@@ -125,10 +145,16 @@ impl ServerHandler for Fake {
         match request.name.as_ref() {
             "echo" => match message {
                 Some(serde_json::Value::String(m)) => {
-                    Ok(
-                        CallToolResult::success(vec![ContentBlock::text(format!("echo: {m}"))])
-                            .into(),
-                    )
+                    // Over HTTP: the header the client was configured with.
+                    let header = context
+                        .extensions
+                        .get::<http::request::Parts>()
+                        .and_then(|p| p.headers.get("x-halo-test"))
+                        .and_then(|v| v.to_str().ok())
+                        .map(|v| format!(" (x-halo-test: {v})"))
+                        .unwrap_or_default();
+                    let text = format!("echo: {m}{header}");
+                    Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
                 }
                 _ => Err(ErrorData::invalid_params(
                     "message: expected a string",

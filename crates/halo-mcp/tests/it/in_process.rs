@@ -199,3 +199,61 @@ async fn list_changed_swaps_the_tools_at_the_next_step_as_one_expected_miss() {
     assert_eq!(agent.stats().cache_busts, 0);
     assert_eq!(clients.servers()[0].listings, 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamable_http_server_is_listed_and_called_with_the_configured_headers() {
+    let fake = Fake::new();
+    let url = fake.serve_http().await;
+    let mut server = halo_mcp::ServerConfig::http(&url);
+    if let halo_mcp::ServerTransport::Http(http) = &mut server.transport {
+        http.headers
+            .insert("X-Halo-Test".into(), "from the config".into());
+    }
+    let mut config = halo_mcp::McpConfig::default();
+    config.servers.insert("web".into(), server);
+    let clients = McpClients::start(&config, ClientOptions::default()).await;
+    assert!(clients.failures().is_empty(), "{:?}", clients.failures());
+    assert_eq!(clients.servers()[0].tools, 5);
+    let out = find(&clients.tools(), "mcp__web__echo")
+        .call_json(json!({"message": "over http"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        out.content,
+        "echo: over http (x-halo-test: from the config)"
+    );
+    let out = find(&clients.tools(), "mcp__web__fail")
+        .call_json(json!({}))
+        .await
+        .unwrap();
+    assert!(out.is_error);
+    clients.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_http_server_that_is_not_there_is_a_handshake_error_naming_it() {
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut config = halo_mcp::McpConfig::default();
+    config.servers.insert(
+        "gone".into(),
+        halo_mcp::ServerConfig::http(format!("http://127.0.0.1:{port}/mcp")),
+    );
+    let clients = McpClients::start(
+        &config,
+        ClientOptions::default().with_start_timeout(Duration::from_secs(5)),
+    )
+    .await;
+    assert_eq!(clients.failures().len(), 1);
+    let message = clients.failures()[0].to_string();
+    assert!(
+        message.starts_with(&format!(
+            "mcp server `gone`: the MCP handshake failed: http://127.0.0.1:{port}/mcp: "
+        )),
+        "{message}"
+    );
+}
