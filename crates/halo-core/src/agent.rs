@@ -27,7 +27,7 @@ use crate::repair::RepairStrategy;
 use crate::session::SessionStore;
 use crate::stats::AgentStats;
 use crate::steering::SteeringHandle;
-use crate::tool::{DynTool, ToolRegistry};
+use crate::tool::{DynTool, ToolRegistry, ToolSource};
 
 /// Default limit on model calls per run: 20.
 pub const DEFAULT_MAX_STEPS: usize = 20;
@@ -89,6 +89,16 @@ impl HaloAgentBuilder {
             self.tools.add(&mut self.prefix, t)?;
         }
         Ok(self)
+    }
+
+    /// Adds a source of tools that may change during a run (an MCP server's tools): its
+    /// current tools are added now, and at each step boundary before a model call the agent
+    /// swaps in its new tools when its [`version`](ToolSource::version) changed, so the
+    /// prefix changes only between steps and the ledger sees one expected miss per change.
+    /// A tool whose name is taken is left out with a `tracing` warning.
+    pub fn tool_source(mut self, source: Arc<dyn ToolSource>) -> Self {
+        self.tools.add_source(&mut self.prefix, source);
+        self
     }
 
     /// Adds a client-side tool: the model sees `spec`, and its calls are handed to the

@@ -16,13 +16,22 @@ use crate::error::HaloError;
 use crate::hook::{ToolCallDecision, ToolHook};
 use crate::message::{ToolCall, ToolResult};
 use crate::prefix::{StablePrefix, ToolSpec};
-use crate::tool::{DynTool, ToolRegistry};
+use crate::tool::{DynTool, ToolRegistry, ToolSource};
 
 /// An agent's tools and hooks.
 #[derive(Default)]
 pub(crate) struct Toolbox {
     registry: ToolRegistry,
     hooks: Vec<Arc<dyn ToolHook>>,
+    sources: Vec<Sourced>,
+}
+
+/// A [`ToolSource`] and what the toolbox last took from it.
+struct Sourced {
+    source: Arc<dyn ToolSource>,
+    version: u64,
+    /// The specs of the source's tools now in the prefix, in order.
+    specs: Vec<ToolSpec>,
 }
 
 impl std::fmt::Debug for Toolbox {
@@ -30,6 +39,7 @@ impl std::fmt::Debug for Toolbox {
         f.debug_struct("Toolbox")
             .field("tools", &self.registry)
             .field("hooks", &self.hooks.len())
+            .field("sources", &self.sources.len())
             .finish()
     }
 }
@@ -59,6 +69,77 @@ impl Toolbox {
         self.registry.insert_client(&spec)?;
         prefix.add_tool(spec)?;
         Ok(())
+    }
+
+    /// Adds a tool source and its current tools (see [`ToolSource`]).
+    pub(crate) fn add_source(&mut self, prefix: &mut StablePrefix, source: Arc<dyn ToolSource>) {
+        let version = source.version();
+        let specs = self.add_sourced(prefix, source.tools());
+        self.sources.push(Sourced {
+            source,
+            version,
+            specs,
+        });
+    }
+
+    /// At a step boundary: swaps in the tools of every source whose version changed.
+    /// Returns whether the prefix changed.
+    pub(crate) fn refresh_sources(&mut self, prefix: &mut StablePrefix) -> bool {
+        let mut changed = false;
+        for i in 0..self.sources.len() {
+            let version = self.sources[i].source.version();
+            if version == self.sources[i].version {
+                continue;
+            }
+            let tools = self.sources[i].source.tools();
+            let specs: Vec<ToolSpec> = tools.iter().map(|t| t.spec()).collect();
+            let old = std::mem::take(&mut self.sources[i].specs);
+            self.sources[i].version = version;
+            if specs == old {
+                // Same specs: new executors (a restarted server), the prefix unchanged.
+                for tool in tools {
+                    let name = tool.spec().name;
+                    self.registry.remove(&name);
+                    if let Err(e) = self.registry.insert(tool) {
+                        tracing::warn!(tool = %name, error = %e, "a source's tool was left out");
+                    }
+                }
+                self.sources[i].specs = old;
+                continue;
+            }
+            for spec in &old {
+                self.registry.remove(&spec.name);
+                prefix.remove_tool(&spec.name);
+            }
+            self.sources[i].specs = self.add_sourced(prefix, tools);
+            tracing::info!(
+                before = old.len(),
+                after = self.sources[i].specs.len(),
+                version,
+                "a tool source changed its tools"
+            );
+            changed = true;
+        }
+        changed
+    }
+
+    /// Adds a source's tools, leaving out (with a warning) those the prefix refuses.
+    fn add_sourced(
+        &mut self,
+        prefix: &mut StablePrefix,
+        tools: Vec<Arc<dyn DynTool>>,
+    ) -> Vec<ToolSpec> {
+        let mut specs = Vec::new();
+        for tool in tools {
+            let spec = tool.spec();
+            match self.add(prefix, tool) {
+                Ok(()) => specs.push(spec),
+                Err(e) => {
+                    tracing::warn!(tool = %spec.name, error = %e, "a source's tool was left out");
+                }
+            }
+        }
+        specs
     }
 
     pub(crate) fn push_hook(&mut self, hook: Arc<dyn ToolHook>) {

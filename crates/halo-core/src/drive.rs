@@ -321,6 +321,11 @@ impl HaloAgent {
                         for text in injected {
                             yield AgentEvent::Injected(text);
                         }
+                        // Tool sources whose tools changed: swapped in here, between
+                        // steps, so the prefix of a request never changes mid-step.
+                        if object.is_none() {
+                            self.tools.refresh_sources(&mut self.prefix);
+                        }
                         let settings = self.prepare_step(step).await;
                         if let Some(context) = &self.context {
                             let prefix = object.and_then(ObjectRun::prefix).unwrap_or(&self.prefix);

@@ -102,7 +102,9 @@ pub use sandbox::{Sandbox, SandboxError, SandboxPath, SharedSandbox};
 pub use session::{JournalEvent, JournalOutcome, MemoryStore, SessionError, SessionStore};
 pub use stats::AgentStats;
 pub use steering::SteeringHandle;
-pub use tool::{DynTool, NoArgs, Tool, ToolAnnotations, ToolError, ToolOutput, ToolRegistry};
+pub use tool::{
+    DynTool, NoArgs, Tool, ToolAnnotations, ToolError, ToolOutput, ToolRegistry, ToolSource,
+};
 
 /// The attribute that the object-safe async traits ([`ModelAdapter`], [`Sandbox`],
 /// [`DynTool`], [`ToolHook`]) and their impls carry, re-exported so an implementing crate needs no

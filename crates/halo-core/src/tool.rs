@@ -249,6 +249,42 @@ pub trait DynTool: Send + Sync {
     async fn call_json(&self, arguments: Value) -> Result<ToolOutput, ToolError>;
 }
 
+/// A set of tools that can change while an agent runs (an MCP server's tools after
+/// `notifications/tools/list_changed`), added with
+/// [`HaloAgentBuilder::tool_source`](crate::HaloAgentBuilder::tool_source).
+///
+/// The agent reads [`tools`](Self::tools) when it is built and again at each step boundary,
+/// before a model call, whenever [`version`](Self::version) differs from the version it last
+/// read: the source's old tools leave the [`StablePrefix`](crate::StablePrefix) and the
+/// registry, the new ones are added after the other tools. So the prefix changes only between
+/// steps, and the [`CacheLedger`](crate::CacheLedger) records the next call as one
+/// `ExpectedMiss`. A version bump whose tool specs are unchanged leaves the prefix as it is.
+///
+/// Both methods are synchronous and cheap (a source keeps its tool list in memory and
+/// updates it in the background); they are called from the agent's run loop.
+///
+/// ```
+/// use std::sync::Arc;
+/// use halo_core::{DynTool, ToolSource};
+///
+/// /// A source whose tools never change.
+/// struct Fixed(Vec<Arc<dyn DynTool>>);
+/// impl ToolSource for Fixed {
+///     fn version(&self) -> u64 { 0 }
+///     fn tools(&self) -> Vec<Arc<dyn DynTool>> { self.0.clone() }
+/// }
+/// let source: Arc<dyn ToolSource> = Arc::new(Fixed(Vec::new()));
+/// assert!(source.tools().is_empty());
+/// ```
+pub trait ToolSource: Send + Sync {
+    /// A number that changes whenever [`tools`](Self::tools) would answer differently.
+    fn version(&self) -> u64;
+
+    /// The source's tools as of [`version`](Self::version). A tool whose name is already
+    /// taken by another tool of the agent is left out (with a `tracing` warning).
+    fn tools(&self) -> Vec<Arc<dyn DynTool>>;
+}
+
 /// The typed-to-erased bridge: deserializes the JSON arguments into `T::Args`, then calls
 /// [`Tool::call`].
 #[async_trait::async_trait]

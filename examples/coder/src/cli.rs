@@ -63,6 +63,11 @@ pub struct Cli {
     /// output with {"type":"error",...} and exit code 1. The other lines go to stderr.
     #[arg(long)]
     pub json: bool,
+    /// Also read MCP servers from FILE (the `mcpServers` JSON of Claude Desktop / Claude
+    /// Code), after DIR/.mcp.json and DIR/.agent/mcp.json; repeatable, later files win per
+    /// server name.
+    #[arg(long = "mcp-config", value_name = "FILE")]
+    pub mcp_config: Vec<PathBuf>,
 }
 
 /// `--sandbox MODE`.
@@ -163,6 +168,10 @@ mod tests {
             "--network",
             "--context-window",
             "16000",
+            "--mcp-config",
+            "a.json",
+            "--mcp-config",
+            "b.json",
         ])
         .unwrap();
         assert_eq!(
@@ -179,6 +188,7 @@ mod tests {
                 session: Some(PathBuf::from("s.jsonl")),
                 resume: false,
                 json: true,
+                mcp_config: vec![PathBuf::from("a.json"), PathBuf::from("b.json")],
             }
         );
         assert_eq!(

@@ -38,8 +38,15 @@
 //! With `--json` the question goes to stderr; when stdin is no terminal (a script) nobody can
 //! answer, so commands are denied (the model reads why) unless `--yes` is given.
 //! The small embedded model always runs read-only.
+//!
+//! MCP servers (`mcp.rs`): `DIR/.mcp.json`, `DIR/.agent/mcp.json` and each
+//! `--mcp-config FILE` (the `mcpServers` JSON of Claude Desktop / Claude Code) are started
+//! before the run and their tools added as `mcp__<server>__<tool>`; a startup line says
+//! which started with how many tools and which failed. The small embedded model keeps its
+//! small tool set and starts none.
 
 mod cli;
+mod mcp;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -313,6 +320,8 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
     out.line(format_args!("model: {desc}"));
     let window_source = coder::window_source(cli.context_window, &*model);
     out.line(format_args!("folder: {}", cli.dir.display()));
+    let mcp_config = mcp::load(&cli.dir, &cli.mcp_config)?;
+    let mut mcp_clients = None;
 
     let mut builder = HaloAgent::builder_shared(model)
         .system(SYSTEM)
@@ -337,6 +346,20 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
             sandbox.capabilities().isolation
         ));
         builder = builder.tools(tools)?;
+        if let Some(config) = &mcp_config {
+            let (clients, lines) = mcp::start(config).await;
+            for line in lines {
+                out.line(line);
+            }
+            builder = builder.tool_source(clients.tool_source());
+            mcp_clients = Some(clients);
+        }
+    }
+    if small && let Some(config) = &mcp_config {
+        out.line(format_args!(
+            "mcp: {} server(s) configured, not started: the small embedded model keeps its small tool set",
+            config.servers.len()
+        ));
     }
     let (hooks, policy) = approval::session_hooks(permissions);
     out.line(format_args!("policy: {policy}"));
@@ -393,6 +416,9 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
 
     let started = Instant::now();
     let outcome = run(&mut agent, task, out, cli.session.as_deref(), started).await;
+    if let Some(clients) = mcp_clients {
+        clients.shutdown().await;
+    }
     if let Some(gemini) = gemini {
         match gemini.delete_cached_content().await {
             Ok(Some(name)) => out.line(format_args!(

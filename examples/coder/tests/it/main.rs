@@ -7,6 +7,7 @@
 
 mod context;
 mod kill;
+mod mcp;
 mod sandbox;
 mod session;
 
