@@ -7,4 +7,5 @@ mod hooks;
 mod output;
 mod send_and_object_safety;
 mod streaming;
+mod toolbox;
 mod tracing_spans;
