@@ -1,7 +1,14 @@
 //! # halo-mcp
 //!
-//! Bridges Model Context Protocol servers' tools into Halo agents, over the `rmcp` crate.
+//! Model Context Protocol both ways for Halo, over the official Rust SDK `rmcp` 3.11:
 //!
-//! **Status: empty.** This crate has no API yet; the MCP bridge is a later issue. It exists
-//! so the workspace layout is final and the dependency rules (leaf crates depend only on
-//! `halo-core`) are checked from the start.
+//! - [`server`]: a Halo tool set (and optionally the agent itself) served as an MCP server
+//!   over stdio or streamable HTTP, each call run through the same hooks as in an agent
+//!   (denylist, permission policy, truncation); bridge mode re-exports external MCP
+//!   servers' tools next to the local ones.
+//!
+//! See `docs/mcp.md` for what of the MCP spec is supported.
+
+// The server side (`src/server/`).
+pub mod server;
+pub use server::{AgentTool, McpServer, McpServerBuilder, Progress, ServerError};

@@ -1,0 +1,3 @@
+//! Integration tests of halo-mcp (one binary; modules by subject).
+
+mod server;
