@@ -8,6 +8,7 @@
 mod context;
 mod kill;
 mod sandbox;
+mod serve;
 mod session;
 
 use std::path::Path;
