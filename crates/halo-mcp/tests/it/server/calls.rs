@@ -175,3 +175,52 @@ async fn an_approval_no_one_can_give_is_denied_and_a_hook_that_waits_is_cut_by_t
     );
     assert!(note.0.lock().unwrap().is_empty());
 }
+
+/// A tool that never finishes and records when its call is dropped.
+struct Stuck(Arc<std::sync::atomic::AtomicBool>);
+
+struct SetOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl halo_core::DynTool for Stuck {
+    fn spec(&self) -> halo_core::ToolSpec {
+        halo_core::ToolSpec::new("stuck", "Never finishes.", json!({"type": "object"}))
+    }
+    async fn call_json(&self, _args: Value) -> Result<halo_core::ToolOutput, halo_core::ToolError> {
+        let _guard = SetOnDrop(self.0.clone());
+        futures::future::pending::<()>().await;
+        unreachable!()
+    }
+}
+
+// rmcp's client sends `notifications/cancelled` when a call's future is dropped; the
+// server must drop the running call, not leave it behind.
+#[tokio::test]
+async fn a_call_the_client_cancels_is_dropped_in_the_server() {
+    let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let server = McpServer::builder()
+        .tool(Arc::new(Stuck(dropped.clone())))
+        .build()
+        .unwrap();
+    let (client, _seen) = connect(server, Era::Legacy).await;
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(300),
+        client.call_tool(params("stuck", json!({}))),
+    )
+    .await;
+    assert!(gave_up.is_err(), "the call never finishes by itself");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !dropped.load(std::sync::atomic::Ordering::SeqCst) {
+        assert!(
+            Instant::now() < deadline,
+            "the server still runs the cancelled call"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
