@@ -34,6 +34,7 @@ use rmcp::service::Peer;
 use tokio::sync::watch;
 
 pub use agent::AgentTool;
+pub use transport::MCP_PATH;
 pub use progress::Progress;
 
 /// How long one `tools/call` may take by default before it is answered with an error
