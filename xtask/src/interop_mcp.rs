@@ -1,12 +1,16 @@
 //! `cargo xtask interop`, the MCP part: halo-mcp checked by MCP peers nobody here wrote.
 //!
-//! [`server`]: the official Python MCP client (PyPI `mcp` 2.x, pinned in
-//! `crates/halo-mcp/tests/peers/python/requirements.txt`) against `coder mcp-serve` over
-//! stdio and streamable HTTP, in both protocol eras
-//! (`crates/halo-mcp/tests/peers/python/test_server.py`). The packages go into a venv under
-//! the target dir (`$CARGO_TARGET_DIR/mcp-interop/py-venv`), reinstalled when the
-//! requirements file is newer than the venv's stamp. Needs `python3` with `venv` (Debian:
-//! `python3-venv`).
+//! [`server`] checks `coder mcp-serve` over stdio and streamable HTTP, in both protocol eras,
+//! with two clients:
+//! 1. the official Python MCP client (PyPI `mcp` 2.x, pinned in
+//!    `crates/halo-mcp/tests/peers/python/requirements.txt`;
+//!    `crates/halo-mcp/tests/peers/python/test_server.py`). The packages go into a venv under
+//!    the target dir (`$CARGO_TARGET_DIR/mcp-interop/py-venv`), reinstalled when the
+//!    requirements file is newer than the venv's stamp. Needs `python3` with `venv` (Debian:
+//!    `python3-venv`);
+//! 2. the MCP Inspector's CLI (npm `@modelcontextprotocol/inspector`, pinned by the lock file
+//!    of `crates/halo-mcp/tests/peers/inspector`, `npm ci` when missing) with node's test
+//!    runner. Needs node, which `interop::run` has ensured before.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -20,7 +24,10 @@ use crate::{root, run_cmd};
 /// The Python peer's folder, relative to the workspace root.
 const PYTHON_PEER_DIR: &str = "crates/halo-mcp/tests/peers/python";
 
-/// Runs the Python MCP client against `coder mcp-serve`.
+/// The inspector peer's npm project, relative to the workspace root.
+const INSPECTOR_PEER_DIR: &str = "crates/halo-mcp/tests/peers/inspector";
+
+/// Runs the Python MCP client and the inspector CLI against `coder mcp-serve`.
 pub fn server() -> anyhow::Result<()> {
     let started = Instant::now();
     let root = root();
@@ -45,6 +52,19 @@ pub fn server() -> anyhow::Result<()> {
     )?;
     eprintln!(
         "xtask interop: the Python MCP client passed against coder mcp-serve ({:.1} s)",
+        started.elapsed().as_secs_f64()
+    );
+    let inspector = root.join(INSPECTOR_PEER_DIR);
+    crate::interop::npm_ci_if_missing(&inspector)?;
+    run_cmd(
+        Command::new("node")
+            .arg("--test")
+            .arg(inspector.join("inspector.test.mjs"))
+            .env("HALO_CODER_BIN", target.join("debug/coder"))
+            .env("RUST_LOG", "warn"),
+    )?;
+    eprintln!(
+        "xtask interop: the MCP Inspector CLI passed against coder mcp-serve ({:.1} s in all)",
         started.elapsed().as_secs_f64()
     );
     Ok(())

@@ -34,8 +34,8 @@ use rmcp::service::Peer;
 use tokio::sync::watch;
 
 pub use agent::AgentTool;
-pub use transport::MCP_PATH;
 pub use progress::Progress;
+pub use transport::MCP_PATH;
 
 /// How long one `tools/call` may take by default before it is answered with an error
 /// result: 300 s.
