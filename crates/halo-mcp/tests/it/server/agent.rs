@@ -60,3 +60,36 @@ async fn the_agent_answers_as_a_tool_with_a_progress_notification_per_step() {
     assert!(is_error);
     assert!(message.starts_with("the agent's run failed: "), "{message}");
 }
+
+#[tokio::test]
+async fn a_shared_agent_keeps_one_conversation_across_calls() {
+    let model = ScriptedModel::new()
+        .text("first answer")
+        .text("second answer");
+    let agent = HaloAgent::builder(model.clone()).build();
+    let tool = AgentTool::shared(
+        "ask_agent",
+        "Asks the agent.",
+        Arc::new(tokio::sync::Mutex::new(agent)),
+    );
+    let server = McpServer::builder().tool(Arc::new(tool)).build().unwrap();
+    let (client, _seen) = connect(server, Era::Modern).await;
+    let first = call(&client, "ask_agent", json!({"prompt": "one"})).await;
+    assert_eq!(text(&first), ("first answer".to_string(), false));
+    let second = call(&client, "ask_agent", json!({"prompt": "two"})).await;
+    assert_eq!(text(&second), ("second answer".to_string(), false));
+    let requests = model.requests();
+    assert_eq!(
+        requests[1].history,
+        [
+            halo_core::Message::user("one"),
+            halo_core::Message::assistant("first answer"),
+            halo_core::Message::user("two"),
+        ],
+        "the second call continues the first's conversation"
+    );
+    // A prompt that is not a string never reaches the agent.
+    let bad = call(&client, "ask_agent", json!({"prompt": 3})).await;
+    assert!(text(&bad).1);
+    model.assert_consumed();
+}
