@@ -17,6 +17,47 @@
 //!   notification per step ([`Progress`]).
 //!
 //! Protocol details and what is and is not supported: `docs/mcp.md`, section "Server".
+//!
+//! A server and rmcp's own client in one process, over an in-memory pipe:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use halo_core::{Tool, ToolError, ToolOutput};
+//! use halo_mcp::server::McpServer;
+//! use rmcp::ServiceExt as _;
+//! use rmcp::model::CallToolRequestParams;
+//!
+//! struct Add;
+//! #[derive(serde::Deserialize, halo_core::JsonSchema)]
+//! #[schemars(crate = "halo_core::schemars")]
+//! struct Args { a: i64, b: i64 }
+//! impl Tool for Add {
+//!     type Args = Args;
+//!     fn name(&self) -> &str { "add" }
+//!     fn description(&self) -> &str { "Adds two integers." }
+//!     async fn call(&self, x: Args) -> Result<ToolOutput, ToolError> {
+//!         Ok((x.a + x.b).to_string().into())
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let server = McpServer::builder().tool(Arc::new(Add)).build().unwrap();
+//! let (client_io, server_io) = tokio::io::duplex(1 << 16);
+//! tokio::spawn(async move { server.serve(server_io).await.unwrap().waiting().await });
+//! let client = ().serve(client_io).await.unwrap();
+//!
+//! let tools = client.list_all_tools().await.unwrap();
+//! assert_eq!(tools[0].name, "add");
+//! let args = serde_json::json!({"a": 2, "b": 3}).as_object().unwrap().clone();
+//! let result = client
+//!     .call_tool(CallToolRequestParams::new("add").with_arguments(args))
+//!     .await
+//!     .unwrap();
+//! assert_eq!(result.content[0].as_text().unwrap().text, "5");
+//! assert_eq!(result.is_error, Some(false));
+//! # }
+//! ```
 
 mod agent;
 mod convert;
