@@ -169,3 +169,54 @@ async fn http_serves_the_tools_at_slash_mcp_on_loopback() {
     client.cancel().await.unwrap();
     child.kill().await.unwrap();
 }
+
+// An MCP client reads stdout as JSON-RPC only: a startup line there would break it.
+#[tokio::test]
+async fn stdout_carries_nothing_but_json_rpc() {
+    use tokio::io::AsyncWriteExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = serve_command(dir.path(), &[])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let requests = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"ls","arguments":{}}}"#,
+    ];
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut ids = Vec::new();
+    for request in requests {
+        stdin.write_all(request.as_bytes()).await.unwrap();
+        stdin.write_all(b"\n").await.unwrap();
+        if request.contains("\"id\"") {
+            let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+                .await
+                .expect("an answer within 30 s")
+                .unwrap()
+                .expect("an answer line");
+            let message: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("not JSON-RPC on stdout ({e}): {line:?}"));
+            assert_eq!(message["jsonrpc"], "2.0", "{line}");
+            ids.push(message["id"].clone());
+        }
+    }
+    drop(stdin);
+    let rest = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("stdout ends when stdin closes")
+        .unwrap();
+    assert_eq!(rest, None, "nothing more on stdout");
+    let output = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("the server ends when stdin closes")
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(ids, [json!(1), json!(2), json!(3)]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("serving MCP on stdio"), "{stderr}");
+}
