@@ -65,6 +65,7 @@ pub fn run() -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     );
     crate::interop_mcp::client()?;
+    crate::interop_mcp::server()?;
 
     if std::env::var_os("HALO_SKIP_BROWSER").is_some_and(|v| v != "0") {
         eprintln!("skip: the web-chat browser test (HALO_SKIP_BROWSER is set)");

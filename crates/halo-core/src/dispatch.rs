@@ -7,6 +7,10 @@
 //! form a batch that runs concurrently. A fatal error (a tool's `Fatal`, a hook's abort)
 //! drops the rest of its batch and ends the run. Calls of client-side tools are not run here:
 //! the drivers hand them to the caller.
+//!
+//! A [`Toolbox`] also stands alone, outside any agent: an MCP server (halo-mcp) runs each
+//! `tools/call` through [`Toolbox::run`], so a served tool gets exactly the argument checks
+//! and hooks (denylist, permission policy, truncation) it gets inside an agent.
 
 use std::sync::Arc;
 
@@ -16,11 +20,59 @@ use crate::error::HaloError;
 use crate::hook::{ToolCallDecision, ToolHook};
 use crate::message::{ToolCall, ToolResult};
 use crate::prefix::{StablePrefix, ToolSpec};
-use crate::tool::{DynTool, ToolRegistry, ToolSource};
+use crate::tool::{DynTool, ToolAnnotations, ToolRegistry, ToolSource};
 
-/// An agent's tools and hooks.
+/// Tools and the hooks around their calls: the tool pipeline of an agent, usable on its own.
+///
+/// Inside a [`HaloAgent`](crate::HaloAgent) the specs go into the prefix; a standalone
+/// toolbox (built with [`new`](Self::new), [`add_tool`](Self::add_tool) and
+/// [`push_hook`](Self::push_hook)) keeps them itself and lists them with
+/// [`specs`](Self::specs). [`run`](Self::run) takes one [`ToolCall`] through the pipeline:
+/// arguments parsed and checked against the schema, the before-hooks in order (allow,
+/// rewrite, deny, abort), the tool, then the after-hooks on every result
+/// ([`crate::hook`]).
+///
+/// ```
+/// use halo_core::{Toolbox, ToolCall, ToolCallDecision, ToolHook, Tool, ToolError, ToolOutput, async_trait};
+/// use serde_json::Value;
+///
+/// struct Upper;
+/// #[derive(serde::Deserialize, schemars::JsonSchema)]
+/// struct Args { text: String }
+/// impl Tool for Upper {
+///     type Args = Args;
+///     fn name(&self) -> &str { "upper" }
+///     fn description(&self) -> &str { "Upper-cases text." }
+///     async fn call(&self, a: Args) -> Result<ToolOutput, ToolError> {
+///         Ok(a.text.to_uppercase().into())
+///     }
+/// }
+/// struct NoSecrets;
+/// #[async_trait]
+/// impl ToolHook for NoSecrets {
+///     async fn before_tool_call(&self, _: &ToolCall, args: &Value) -> ToolCallDecision {
+///         if args["text"] == "secret" {
+///             ToolCallDecision::Deny("secrets are not upper-cased".into())
+///         } else {
+///             ToolCallDecision::Allow
+///         }
+///     }
+/// }
+///
+/// # futures::executor::block_on(async {
+/// let mut tools = Toolbox::new();
+/// tools.add_tool(std::sync::Arc::new(Upper)).unwrap();
+/// tools.push_hook(std::sync::Arc::new(NoSecrets));
+/// assert_eq!(tools.specs().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["upper"]);
+///
+/// let ok = tools.run(&ToolCall::new("1", "upper", r#"{"text":"hi"}"#)).await.unwrap();
+/// assert_eq!((ok.content.as_str(), ok.is_error), ("HI", false));
+/// let denied = tools.run(&ToolCall::new("2", "upper", r#"{"text":"secret"}"#)).await.unwrap();
+/// assert_eq!((denied.content.as_str(), denied.is_error), ("secrets are not upper-cased", true));
+/// # });
+/// ```
 #[derive(Default)]
-pub(crate) struct Toolbox {
+pub struct Toolbox {
     registry: ToolRegistry,
     hooks: Vec<Arc<dyn ToolHook>>,
     sources: Vec<Sourced>,
@@ -45,6 +97,50 @@ impl std::fmt::Debug for Toolbox {
 }
 
 impl Toolbox {
+    /// An empty toolbox: no tools, no hooks.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a tool to a standalone toolbox; returns its spec. The name and schema follow
+    /// the prefix's rules (`[a-zA-Z0-9_-]{1,64}`, an object schema), so a tool that a
+    /// standalone toolbox takes is one an agent takes too.
+    ///
+    /// # Errors
+    /// [`HaloError::Prefix`] for a duplicate or invalid name, or a schema that is not an
+    /// object schema or does not compile; the toolbox is unchanged.
+    pub fn add_tool(&mut self, tool: Arc<dyn DynTool>) -> Result<ToolSpec, HaloError> {
+        let spec = tool.spec();
+        crate::prefix::validate_tool(&spec)?;
+        Ok(self.registry.insert(tool)?)
+    }
+
+    /// Removes a tool from a standalone toolbox; returns whether it was there. (Inside an
+    /// agent the prefix would still name it; agents change tools through their own API.)
+    pub fn remove_tool(&mut self, name: &str) -> bool {
+        self.registry.remove(name)
+    }
+
+    /// The specs of the tools, sorted by name.
+    pub fn specs(&self) -> impl Iterator<Item = &ToolSpec> {
+        self.registry.specs()
+    }
+
+    /// The annotations of the tool `name` (`None` for an unknown tool).
+    pub fn annotations(&self, name: &str) -> Option<ToolAnnotations> {
+        self.registry.annotations(name)
+    }
+
+    /// Whether a tool `name` is registered.
+    pub fn contains(&self, name: &str) -> bool {
+        self.registry.spec(name).is_some()
+    }
+
+    /// The number of tool hooks.
+    pub fn hook_count(&self) -> usize {
+        self.hooks.len()
+    }
+
     /// Adds a tool: its spec goes into `prefix`, its executor and schema into the registry.
     /// Both are checked before either is written, so a refused tool changes nothing.
     pub(crate) fn add(
@@ -142,15 +238,18 @@ impl Toolbox {
         specs
     }
 
-    pub(crate) fn push_hook(&mut self, hook: Arc<dyn ToolHook>) {
+    /// Adds a tool hook after the existing ones (hooks run in the order they were added).
+    pub fn push_hook(&mut self, hook: Arc<dyn ToolHook>) {
         self.hooks.push(hook);
     }
 
-    pub(crate) fn clear_hooks(&mut self) {
+    /// Removes every tool hook.
+    pub fn clear_hooks(&mut self) {
         self.hooks.clear();
     }
 
-    pub(crate) fn registry(&self) -> &ToolRegistry {
+    /// The tools' executors and compiled schemas.
+    pub fn registry(&self) -> &ToolRegistry {
         &self.registry
     }
 
@@ -188,13 +287,28 @@ impl Toolbox {
         out
     }
 
-    /// Runs one call through the hooks and its tool, in an `execute_tool` span. `active`
-    /// restricts the tools this step may call.
+    /// Runs one call through the hook pipeline and its tool, in an `execute_tool` tracing
+    /// span, as an agent runs each call of a step.
+    ///
+    /// An unknown tool, arguments that are not a JSON object or do not fit the schema, a
+    /// hook's deny, a tool's `Failed` or `InvalidArguments` all come back as a result with
+    /// `is_error: true` whose text says what to do.
     ///
     /// # Errors
-    /// [`HaloError::ToolFatal`] and [`HaloError::Aborted`]; every other failure is an error
-    /// result the model reads.
-    pub(crate) async fn run(
+    /// [`HaloError::ToolFatal`] (the tool's `Fatal`) and [`HaloError::Aborted`] (a hook's
+    /// abort); an agent ends its run on them.
+    ///
+    /// # Cancel safety
+    /// Dropping the future abandons the call; what the tool already did is not undone.
+    pub async fn run(&self, call: &ToolCall) -> Result<ToolResult, HaloError> {
+        self.run_in_step(call, None).await
+    }
+
+    /// [`run`](Self::run) within a step: `active` restricts the tools this step may call.
+    ///
+    /// # Errors
+    /// As [`run`](Self::run).
+    pub(crate) async fn run_in_step(
         &self,
         call: &ToolCall,
         active: Option<&[String]>,

@@ -215,7 +215,7 @@ impl HaloAgent {
         &self,
         call: &crate::message::ToolCall,
     ) -> Result<ToolResult, HaloError> {
-        self.tools.run(call, None).await
+        self.tools.run(call).await
     }
 
     /// The one run loop. `input` starts a run (`None` resumes); `streaming` picks the
@@ -538,7 +538,7 @@ impl HaloAgent {
                             let active = active.as_deref();
                             let mut running: FuturesUnordered<_> = batch
                                 .iter()
-                                .map(|call| tools.run(call, active).instrument(step_span.clone()))
+                                .map(|call| tools.run_in_step(call, active).instrument(step_span.clone()))
                                 .collect();
                             let mut done = Vec::with_capacity(batch.len());
                             while let Some(result) = running.next().await {

@@ -77,6 +77,7 @@ pub use context::{
     Compaction, Compactor, ContextBudget, ContextConfig, ContextPlan, ContextStrategy,
     DEFAULT_CONTEXT_WINDOW, ModelCompactor, TokenEstimator,
 };
+pub use dispatch::Toolbox;
 pub use engine::{Next, PendingStep, RunState};
 pub use error::HaloError;
 pub use guardrail::{

@@ -323,6 +323,9 @@ pub fn schema_for<T: JsonSchema>() -> Value {
 struct Registered {
     /// `None` for a client-side tool: the caller runs its calls.
     tool: Option<Arc<dyn DynTool>>,
+    /// The spec as registered (what a [`Toolbox`](crate::Toolbox) outside an
+    /// agent lists; an agent's prefix holds its own copy).
+    spec: ToolSpec,
     annotations: ToolAnnotations,
     validator: jsonschema::Validator,
     /// The parameter schema as compact JSON, quoted to a model whose arguments are not a
@@ -420,6 +423,7 @@ impl ToolRegistry {
             spec.name.clone(),
             Registered {
                 tool,
+                spec: spec.clone(),
                 annotations,
                 validator,
                 schema: spec.parameters.to_string(),
@@ -432,6 +436,16 @@ impl ToolRegistry {
     /// The annotations of the tool `name` (`None` for an unknown tool).
     pub fn annotations(&self, name: &str) -> Option<ToolAnnotations> {
         self.tools.get(name).map(|r| r.annotations)
+    }
+
+    /// The spec of the tool `name` as it was registered (`None` for an unknown tool).
+    pub fn spec(&self, name: &str) -> Option<&ToolSpec> {
+        self.tools.get(name).map(|r| &r.spec)
+    }
+
+    /// The specs of every registered tool (client-side ones included), sorted by name.
+    pub fn specs(&self) -> impl Iterator<Item = &ToolSpec> {
+        self.tools.values().map(|r| &r.spec)
     }
 
     /// Whether `name` is a client-side tool (registered without an executor).

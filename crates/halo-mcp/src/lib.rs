@@ -1,6 +1,6 @@
 //! # halo-mcp
 //!
-//! Model Context Protocol for Halo agents, over [`rmcp`], the official Rust SDK.
+//! Model Context Protocol both ways for Halo, over [`rmcp`] 3.11, the official Rust SDK.
 //!
 //! **Client** (external MCP servers' tools as Halo tools): an [`McpConfig`] in the
 //! `mcpServers` shape of Claude Desktop / Claude Code ([`config`]), started with
@@ -8,7 +8,14 @@
 //! [`McpClients::failures`] and left out). [`McpClients::tool_source`] is a
 //! [`halo_core::ToolSource`]: each server's tools as `DynTool`s named
 //! `mcp__<server>__<tool>` ([`name`]), swapped in at the next step boundary when a server
-//! sends `notifications/tools/list_changed`. See `docs/mcp.md`.
+//! sends `notifications/tools/list_changed`.
+//!
+//! **Server** ([`server`]): a Halo tool set (and optionally the agent itself) served as an
+//! MCP server over stdio or streamable HTTP, each call run through the same hooks as in an
+//! agent (denylist, permission policy, truncation); bridge mode re-exports external MCP
+//! servers' tools next to the local ones.
+//!
+//! See `docs/mcp.md` for what of the MCP spec is supported.
 //!
 //! ```
 //! use halo_mcp::{McpConfig, name::tool_name};
@@ -27,3 +34,7 @@ pub mod config;
 pub mod name;
 pub use client::{ClientOptions, InProcess, McpClients, McpToolSet, ServerError, ServerStatus};
 pub use config::{ConfigError, HttpConfig, McpConfig, ServerConfig, ServerTransport, StdioConfig};
+
+// The server side (`src/server/`).
+pub mod server;
+pub use server::{AgentTool, McpServer, McpServerBuilder, Progress, ServeError};

@@ -1,9 +1,11 @@
 //! The coder's command line (clap derive): a task, the folder, limits and permissions, the
-//! context window, the session journal, and the output format.
+//! context window, the session journal, and the output format; or the `mcp-serve`
+//! subcommand, which serves the coding tools as an MCP server instead of running a task.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::{Parser, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use halo_sandbox::SandboxMode;
 
 use crate::approval::Permissions;
@@ -14,8 +16,16 @@ use crate::approval::Permissions;
 /// DEEPSEEK_API_KEY, OPENAI_API_KEY (each with optional *_BASE_URL and *_MODEL), else the
 /// embedded model (HALO_MODEL, or the file `cargo xtask model` fetches).
 #[derive(Debug, Clone, PartialEq, Eq, Parser)]
-#[command(name = "coder", version)]
+#[command(
+    name = "coder",
+    version,
+    subcommand_negates_reqs = true,
+    args_conflicts_with_subcommands = true
+)]
 pub struct Cli {
+    /// Instead of a task: `mcp-serve`.
+    #[command(subcommand)]
+    pub command: Option<Command>,
     /// What the agent should do, in quotes. With --session FILE holding a conversation, the
     /// conversation's next user turn.
     #[arg(
@@ -70,6 +80,36 @@ pub struct Cli {
     pub mcp_config: Vec<PathBuf>,
 }
 
+/// The subcommands.
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
+pub enum Command {
+    /// Serve the coding tools (read, write, edit, ls, glob, grep, bash) confined to DIR as
+    /// an MCP server: on stdio (nothing but JSON-RPC on stdout, logs on stderr), or over
+    /// streamable HTTP at http://ADDR/mcp with --http. Each call runs through the command
+    /// denylist, the permission policy and output truncation. Without --yes, commands
+    /// (bash) are denied: no one can approve them over MCP.
+    McpServe(ServeArgs),
+}
+
+/// `coder mcp-serve`'s flags.
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct ServeArgs {
+    /// The folder the tools work in; they cannot reach outside it.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub dir: PathBuf,
+    /// Only the reading tools: read, ls, glob, grep.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Run commands (bash) without approval (the denylist and the OS sandbox still apply).
+    #[arg(long, short)]
+    pub yes: bool,
+    /// Serve streamable HTTP at http://ADDR/mcp instead of stdio; ADDR is a loopback
+    /// address and port, e.g. 127.0.0.1:8765 (the server accepts only loopback Host
+    /// headers and authenticates no one).
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<SocketAddr>,
+}
+
 /// `--sandbox MODE`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Sandbox {
@@ -104,6 +144,9 @@ impl Cli {
 fn non_empty(s: &str) -> Result<String, String> {
     if s.trim().is_empty() {
         Err("the task is empty; say what the agent should do, in quotes".into())
+    } else if s == "mcp-serve" {
+        // `coder --max-steps 3 mcp-serve`: the subcommand came after a task's flag.
+        Err("`mcp-serve` is a subcommand: give it first, with only its own flags (coder mcp-serve --dir DIR [--read-only] [--yes] [--http ADDR])".into())
     } else {
         Ok(s.to_string())
     }
@@ -177,6 +220,7 @@ mod tests {
         assert_eq!(
             cli,
             Cli {
+                command: None,
                 task: Some("Fix the bug".into()),
                 dir: PathBuf::from("/tmp/x"),
                 max_steps: 7,
@@ -211,6 +255,40 @@ mod tests {
     }
 
     #[test]
+    fn mcp_serve_is_a_subcommand_and_a_task_still_parses() {
+        let cli = parse(&["mcp-serve", "--dir", "/tmp/x", "--read-only", "--yes"]).unwrap();
+        assert_eq!(
+            cli.command,
+            Some(Command::McpServe(ServeArgs {
+                dir: PathBuf::from("/tmp/x"),
+                read_only: true,
+                yes: true,
+                http: None,
+            }))
+        );
+        let cli = parse(&["mcp-serve", "--http", "127.0.0.1:8765"]).unwrap();
+        let Some(Command::McpServe(args)) = cli.command else {
+            panic!("mcp-serve")
+        };
+        assert_eq!(args.http, Some("127.0.0.1:8765".parse().unwrap()));
+        assert_eq!(args.dir, PathBuf::from("."));
+        assert_eq!(
+            kind(&["mcp-serve", "--http", "localhost"]),
+            ErrorKind::ValueValidation
+        );
+        assert_eq!(
+            kind(&["mcp-serve", "--max-steps", "3"]),
+            ErrorKind::UnknownArgument
+        );
+        // The task form is unchanged, a task that merely mentions the word too.
+        let cli = parse(&["serve the mcp-serve docs", "--dir", "d"]).unwrap();
+        assert_eq!(
+            (cli.command, cli.task.as_deref()),
+            (None, Some("serve the mcp-serve docs"))
+        );
+    }
+
+    #[test]
     fn resume_takes_a_session_and_no_task() {
         let cli = parse(&["--session", "s.jsonl", "--resume"]).unwrap();
         assert!(cli.resume);
@@ -240,7 +318,14 @@ mod tests {
             ErrorKind::ValueValidation
         );
         assert_eq!(kind(&["t", "--bogus"]), ErrorKind::UnknownArgument);
-        assert_eq!(kind(&["one task", "a second"]), ErrorKind::UnknownArgument);
+        // A second word is read as a subcommand (`mcp-serve`), which a task excludes.
+        assert_eq!(kind(&["one task", "a second"]), ErrorKind::ArgumentConflict);
+        assert_eq!(kind(&["a task", "mcp-serve"]), ErrorKind::ArgumentConflict);
+        assert_eq!(
+            kind(&["--max-steps", "3", "mcp-serve", "--dir", "d"]),
+            ErrorKind::ValueValidation,
+            "the task's flags are not mcp-serve's"
+        );
         assert_eq!(kind(&["--help"]), ErrorKind::DisplayHelp);
         let err = parse(&["t", "--max-steps", "0"]).unwrap_err().to_string();
         assert!(err.contains("at least 1 step"), "{err}");

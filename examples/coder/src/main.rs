@@ -4,7 +4,11 @@
 //! cargo run -p coder -- "TASK" [--dir DIR] [--max-steps N] [--context-window N]
 //!                              [--read-only] [--yes] [--session FILE] [--json]
 //! cargo run -p coder -- --session FILE --resume [--dir DIR] [...]
+//! cargo run -p coder -- mcp-serve [--dir DIR] [--read-only] [--yes] [--http ADDR]
 //! ```
+//!
+//! `mcp-serve` (`serve.rs`) serves the same tools, with the same safety hooks, as an MCP
+//! server on stdio or over streamable HTTP, instead of running a task.
 //!
 //! The command line is `cli.rs` (clap). `--session FILE` journals the conversation into FILE
 //! (JSON Lines, `halo_stream::journal::JsonlStore`, every committed step fsynced): when FILE
@@ -47,6 +51,7 @@
 
 mod cli;
 mod mcp;
+mod serve;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -242,6 +247,15 @@ async fn main() -> std::process::ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if let Some(cli::Command::McpServe(args)) = cli.command {
+        return match serve::run(args).await {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
     let json = cli.json;
     match session(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -8,4 +8,5 @@ mod output;
 mod send_and_object_safety;
 mod streaming;
 mod tool_source;
+mod toolbox;
 mod tracing_spans;

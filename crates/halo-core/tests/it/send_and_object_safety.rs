@@ -46,6 +46,13 @@ fn hook_futures_are_send(hook: &dyn ToolHook, call: &ToolCall, result: ToolResul
 }
 
 #[allow(dead_code)]
+fn toolbox_is_shareable_and_its_run_future_is_send(tools: &halo_core::Toolbox, call: &ToolCall) {
+    fn assert_sync<T: Send + Sync>(_: &T) {}
+    assert_sync(tools);
+    assert_send(&tools.run(call));
+}
+
+#[allow(dead_code)]
 fn generate_text_future_is_send(agent: &mut HaloAgent) {
     let fut = agent.generate_text("hi");
     assert_send(&fut);

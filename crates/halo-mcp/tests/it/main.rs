@@ -1,8 +1,10 @@
-//! Integration tests of halo-mcp's client (one binary; modules by subject): an in-process
+//! Integration tests of halo-mcp (one binary; modules by subject). The client: an in-process
 //! rmcp server over `tokio::io::duplex`, real child processes, and (gated on
-//! `HALO_MCP_PEERS`, set by `cargo xtask interop`) the npm reference servers.
+//! `HALO_MCP_PEERS`, set by `cargo xtask interop`) the npm reference servers. The server:
+//! rmcp's own client over duplex pipes and loopback HTTP.
 
 mod fake;
 mod in_process;
 mod peers;
+mod server;
 mod stdio;

@@ -9,6 +9,7 @@ mod context;
 mod kill;
 mod mcp;
 mod sandbox;
+mod serve;
 mod session;
 
 use std::path::Path;

@@ -1,0 +1,222 @@
+//! `coder mcp-serve` end to end with rmcp's own client: over stdio (listing, a read, a
+//! write, a path outside the root and a command without --yes as `isError` results,
+//! --read-only), and over streamable HTTP on loopback.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{RoleClient, ServiceError, ServiceExt as _};
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt as _;
+
+fn serve_command(dir: &Path, flags: &[&str]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_coder"));
+    cmd.arg("mcp-serve")
+        .arg("--dir")
+        .arg(dir)
+        .args(flags)
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true);
+    cmd
+}
+
+async fn stdio_client(dir: &Path, flags: &[&str]) -> RunningService<RoleClient, ()> {
+    let (transport, _stderr) = TokioChildProcess::builder(serve_command(dir, flags))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("coder mcp-serve starts");
+    tokio::time::timeout(Duration::from_secs(30), ().serve(transport))
+        .await
+        .expect("the handshake within 30 s")
+        .expect("the handshake")
+}
+
+async fn call(client: &RunningService<RoleClient, ()>, name: &str, args: Value) -> (String, bool) {
+    let Value::Object(args) = args else {
+        panic!("arguments must be an object")
+    };
+    let result: CallToolResult = client
+        .call_tool(CallToolRequestParams::new(name.to_string()).with_arguments(args))
+        .await
+        .unwrap_or_else(|e| panic!("calling {name}: {e}"));
+    let text: Vec<&str> = result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+        .collect();
+    (text.join("\n"), result.is_error == Some(true))
+}
+
+async fn names(client: &RunningService<RoleClient, ()>) -> Vec<String> {
+    let tools = client.list_all_tools().await.unwrap();
+    tools.iter().map(|t| t.name.to_string()).collect()
+}
+
+#[tokio::test]
+async fn stdio_serves_the_confined_tools_with_the_coders_hooks() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("project");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("hello.txt"), "hello from the project\n").unwrap();
+    std::fs::write(root.path().join("secret.txt"), "outside\n").unwrap();
+
+    let client = stdio_client(&dir, &[]).await;
+    assert_eq!(
+        names(&client).await,
+        ["bash", "edit", "glob", "grep", "ls", "read", "write"]
+    );
+    let tools = client.list_all_tools().await.unwrap();
+    let read = tools.iter().find(|t| t.name == "read").unwrap();
+    assert_eq!(
+        read.annotations.as_ref().and_then(|a| a.read_only_hint),
+        Some(true)
+    );
+
+    let (text, is_error) = call(&client, "read", json!({"path": "hello.txt"})).await;
+    assert!(!is_error, "{text}");
+    assert!(text.contains("hello from the project"), "{text}");
+
+    let (text, is_error) = call(
+        &client,
+        "write",
+        json!({"path": "notes/new.txt", "content": "written over MCP\n"}),
+    )
+    .await;
+    assert!(!is_error, "{text}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("notes/new.txt")).unwrap(),
+        "written over MCP\n"
+    );
+
+    let (text, is_error) = call(&client, "read", json!({"path": "../secret.txt"})).await;
+    assert!(is_error);
+    assert_eq!(
+        text,
+        "error: path `../secret.txt` is outside the sandbox root; use a path relative to the root"
+    );
+
+    let (text, is_error) = call(&client, "bash", json!({"command": "touch made-by-bash"})).await;
+    assert!(is_error);
+    assert!(
+        text.starts_with("no one can approve `bash` here:") && text.contains("--yes"),
+        "{text}"
+    );
+    assert!(!dir.join("made-by-bash").exists());
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn read_only_serves_only_the_reading_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "a\n").unwrap();
+    let client = stdio_client(dir.path(), &["--read-only"]).await;
+    assert_eq!(names(&client).await, ["glob", "grep", "ls", "read"]);
+    let (text, is_error) = call(&client, "ls", json!({})).await;
+    assert!(!is_error && text.contains("a.txt"), "{text}");
+    let Value::Object(args) = json!({"path": "b.txt", "content": "x"}) else {
+        unreachable!()
+    };
+    match client
+        .call_tool(CallToolRequestParams::new("write").with_arguments(args))
+        .await
+    {
+        Err(ServiceError::McpError(e)) => assert!(
+            e.message
+                .starts_with("unknown tool `write`; the available tools are: glob, grep, ls, read"),
+            "{}",
+            e.message
+        ),
+        other => panic!("expected an unknown-tool error, got {other:?}"),
+    }
+    assert!(!dir.path().join("b.txt").exists());
+}
+
+#[tokio::test]
+async fn http_serves_the_tools_at_slash_mcp_on_loopback() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), "over http\n").unwrap();
+    let mut child = serve_command(dir.path(), &["--http", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(url) = line.strip_prefix("serving MCP at ") {
+                return url.to_string();
+            }
+        }
+        panic!("the server ended without serving")
+    })
+    .await
+    .expect("the server listens within 30 s");
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
+        "{url}"
+    );
+
+    let client = ().serve(StreamableHttpClientTransport::from_uri(url)).await.unwrap();
+    assert_eq!(names(&client).await.len(), 7);
+    let (text, is_error) = call(&client, "read", json!({"path": "a.txt"})).await;
+    assert!(!is_error && text.contains("over http"), "{text}");
+    let (_, is_error) = call(&client, "read", json!({"path": "/etc/passwd"})).await;
+    assert!(is_error);
+    client.cancel().await.unwrap();
+    child.kill().await.unwrap();
+}
+
+// An MCP client reads stdout as JSON-RPC only: a startup line there would break it.
+#[tokio::test]
+async fn stdout_carries_nothing_but_json_rpc() {
+    use tokio::io::AsyncWriteExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = serve_command(dir.path(), &[])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let requests = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"ls","arguments":{}}}"#,
+    ];
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut ids = Vec::new();
+    for request in requests {
+        stdin.write_all(request.as_bytes()).await.unwrap();
+        stdin.write_all(b"\n").await.unwrap();
+        if request.contains("\"id\"") {
+            let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+                .await
+                .expect("an answer within 30 s")
+                .unwrap()
+                .expect("an answer line");
+            let message: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("not JSON-RPC on stdout ({e}): {line:?}"));
+            assert_eq!(message["jsonrpc"], "2.0", "{line}");
+            ids.push(message["id"].clone());
+        }
+    }
+    drop(stdin);
+    let rest = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("stdout ends when stdin closes")
+        .unwrap();
+    assert_eq!(rest, None, "nothing more on stdout");
+    let output = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("the server ends when stdin closes")
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(ids, [json!(1), json!(2), json!(3)]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("serving MCP on stdio"), "{stderr}");
+}
