@@ -134,11 +134,16 @@ fn python_venv(venv: &Path, requirements: &Path) -> anyhow::Result<PathBuf> {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("creating {}", parent.display()))?;
         }
-        run_cmd(Command::new("python3").args(["-m", "venv"]).arg(venv)).map_err(|e| {
-            e.context(
-                "python3 with venv is needed for the MCP interop test (Debian/Ubuntu: apt-get install python3-venv)",
-            )
-        })?;
+        if run_cmd(Command::new("python3").args(["-m", "venv"]).arg(venv)).is_err() {
+            // Debian's python3 has no ensurepip without python3-venv: install it as root.
+            let _ = std::fs::remove_dir_all(venv);
+            if !(is_root() && install_python3_venv()) {
+                bail!(
+                    "python3 with venv is needed for the MCP interop test (Debian/Ubuntu: apt-get install python3-venv)"
+                );
+            }
+            run_cmd(Command::new("python3").args(["-m", "venv"]).arg(venv))?;
+        }
     }
     run_cmd(
         Command::new(&python)
@@ -157,4 +162,31 @@ fn python_venv(venv: &Path, requirements: &Path) -> anyhow::Result<PathBuf> {
     }
     std::fs::write(&stamp, b"").with_context(|| format!("writing {}", stamp.display()))?;
     Ok(python)
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// `apt-get install python3-venv`; whether it worked.
+fn install_python3_venv() -> bool {
+    eprintln!("xtask: installing python3-venv with apt-get");
+    Command::new("apt-get")
+        .args(["update", "-qq"])
+        .status()
+        .is_ok_and(|s| s.success())
+        && Command::new("apt-get")
+            .args([
+                "install",
+                "-y",
+                "-qq",
+                "--no-install-recommends",
+                "python3-venv",
+            ])
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .is_ok_and(|s| s.success())
 }

@@ -111,7 +111,7 @@ impl Toolbox {
     /// object schema or does not compile; the toolbox is unchanged.
     pub fn add_tool(&mut self, tool: Arc<dyn DynTool>) -> Result<ToolSpec, HaloError> {
         let spec = tool.spec();
-        crate::prefix::validate_tool(&spec)?;
+        StablePrefix::default().check_tool(&spec)?;
         Ok(self.registry.insert(tool)?)
     }
 

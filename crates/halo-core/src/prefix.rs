@@ -360,7 +360,7 @@ impl fmt::Debug for Fingerprint {
     }
 }
 
-pub(crate) fn validate_tool(spec: &ToolSpec) -> Result<(), PrefixError> {
+fn validate_tool(spec: &ToolSpec) -> Result<(), PrefixError> {
     let n = &spec.name;
     let ok = !n.is_empty()
         && n.len() <= 64
