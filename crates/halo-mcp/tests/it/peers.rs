@@ -156,6 +156,8 @@ async fn everything_lists_calls_and_maps_every_kind_of_result() {
         out.content
     );
 
+    // A legacy-only server: the Auto handshake fell back to `initialize`.
+    assert_eq!(clients.servers()[0].protocol, "2025-11-25");
     // everything sends tools/list_changed right after `initialized`: re-listed.
     let deadline = Instant::now() + Duration::from_secs(5);
     while clients.servers()[0].listings < 2 && Instant::now() < deadline {
