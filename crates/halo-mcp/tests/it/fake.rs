@@ -204,6 +204,8 @@ impl ServerHandler for Fake {
                 unreachable!()
             }
             "grow" => {
+                let listed = self.list_calls.load(Ordering::SeqCst);
+                let pages = self.names.lock().unwrap().len() / 2 + 1;
                 self.names.lock().unwrap().push("extra".into());
                 if context.protocol_version() == Some(ProtocolVersion::V_2026_07_28) {
                     // 2026-07-28: only on the client's listen streams.
@@ -211,9 +213,16 @@ impl ServerHandler for Fake {
                 } else {
                     let _ = context.peer.notify_tool_list_changed().await;
                 }
-                // Answer after the client had time to re-list, so the test's next step sees
-                // the new list (the re-listing runs beside the call).
-                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                // Answer once the client has asked for every page again (and a moment to
+                // store them), so the test's next step sees the new list: the re-listing runs
+                // beside the call.
+                for _ in 0..100 {
+                    if self.list_calls.load(Ordering::SeqCst) >= listed + pages {
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 Ok(CallToolResult::success(vec![ContentBlock::text("grown")]).into())
             }
             "extra" => Ok(CallToolResult::success(vec![ContentBlock::text("extra!")]).into()),
