@@ -3,12 +3,13 @@
 //! started concurrently before the run; their tools (`mcp__<server>__<tool>`) join the
 //! agent's as a `ToolSource`, so a server's `tools/list_changed` reaches the prompt at the
 //! next step. A server that fails to start is reported on a startup line and left out.
+//! Stdio servers run in DIR unless their `cwd` says otherwise.
 //! Servers' stderr goes to `<tmp>/halo-coder-mcp/<server>.log`.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use halo_mcp::{ClientOptions, McpClients, McpConfig};
+use halo_mcp::{ClientOptions, McpClients, McpConfig, ServerTransport};
 
 /// The configuration files for `dir` and `extra`: the two in `dir` when they exist, then
 /// every `extra` one (which must exist).
@@ -22,13 +23,24 @@ pub fn config_files(dir: &Path, extra: &[PathBuf]) -> Vec<PathBuf> {
     files
 }
 
-/// Loads the configuration; `None` when no file names a server.
+/// Loads the configuration; `None` when no file names a server. A stdio server without
+/// `cwd` runs in `dir` (the project, as Claude Code runs them), a relative `cwd` is taken
+/// from `dir`.
 ///
 /// # Errors
 /// A file that cannot be read or parsed (the message names the file, field and server).
 pub fn load(dir: &Path, extra: &[PathBuf]) -> anyhow::Result<Option<McpConfig>> {
     let files = config_files(dir, extra);
-    let config = McpConfig::load_all(&files).context("reading the MCP server configuration")?;
+    let mut config = McpConfig::load_all(&files).context("reading the MCP server configuration")?;
+    for server in config.servers.values_mut() {
+        if let ServerTransport::Stdio(stdio) = &mut server.transport {
+            stdio.cwd = Some(match stdio.cwd.take() {
+                Some(cwd) if cwd.is_absolute() => cwd,
+                Some(cwd) => dir.join(cwd),
+                None => dir.to_path_buf(),
+            });
+        }
+    }
     Ok((!config.servers.is_empty()).then_some(config))
 }
 

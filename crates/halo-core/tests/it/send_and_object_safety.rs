@@ -4,7 +4,7 @@
 use halo_core::sandbox::{ExecRequest, SandboxPath};
 use halo_core::{
     DynTool, HaloAgent, ModelAdapter, ModelRequest, Sandbox, SharedModel, SharedSandbox, ToolCall,
-    ToolHook, ToolResult,
+    ToolHook, ToolResult, ToolSource,
 };
 
 fn assert_send<T: Send>(_: &T) {}
@@ -15,11 +15,13 @@ fn dyn_traits_are_object_safe(
     sandbox: SharedSandbox,
     tool: std::sync::Arc<dyn DynTool>,
     hook: std::sync::Arc<dyn ToolHook>,
+    source: std::sync::Arc<dyn ToolSource>,
 ) {
     let _: &dyn ModelAdapter = &*model;
     let _: &dyn Sandbox = &*sandbox;
     let _: &dyn DynTool = &*tool;
     let _: &dyn ToolHook = &*hook;
+    let _: &dyn ToolSource = &*source;
 }
 
 #[allow(dead_code)]

@@ -145,6 +145,9 @@ pub struct ServerStatus {
     /// How many times its tools were listed (all pages): 1 after the start, one more per
     /// `notifications/tools/list_changed` and per restart.
     pub listings: u64,
+    /// The MCP protocol version negotiated: `2025-11-25` (the `initialize` handshake) or
+    /// `2026-07-28` (`server/discover`).
+    pub protocol: String,
 }
 
 /// The started MCP servers of a configuration, and the ones that failed.
@@ -243,6 +246,7 @@ impl McpClients {
                 name: s.name.clone(),
                 tools: s.tools().len(),
                 listings: s.listings.load(Ordering::SeqCst),
+                protocol: s.protocol(),
             })
             .collect()
     }

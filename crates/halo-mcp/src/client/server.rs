@@ -1,12 +1,13 @@
 //! One configured MCP server: its connection (started, dead, restarted on next use), its
 //! listed tools, and `notifications/tools/list_changed`.
 //!
-//! The handshake is rmcp's plain `serve`, the legacy `initialize` / `initialized` exchange
-//! (MCP 2025-11-25 basic/lifecycle), not `ClientLifecycleMode::Auto`: every server checked
-//! (the npm servers are legacy only; the Python `mcp` 2.x servers speak both eras) accepts
-//! it, and a legacy session delivers `notifications/tools/list_changed` on the session
-//! itself, whereas a 2026-07-28 session sends it only on a `subscriptions/listen` stream
-//! this client does not open.
+//! The handshake is rmcp's `ClientLifecycleMode::Auto`: it probes `server/discover`
+//! (MCP 2026-07-28) and falls back to the legacy `initialize` / `initialized` exchange
+//! offering 2025-11-25 when the server answers with an error (the npm reference servers
+//! answer -32601) or stays silent for 10 s. In a legacy session `list_changed` arrives on the
+//! session itself ([`Handler::on_tool_list_changed`]); in a 2026-07-28 session the server
+//! sends it only on a `subscriptions/listen` stream, which [`listen_for_changes`] opens when
+//! the server advertises `tools.listChanged`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,12 +17,16 @@ use std::time::Duration;
 use process_wrap::tokio::ChildWrapper;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation,
-    PaginatedRequestParams, ProtocolVersion, Tool as McpTool,
+    PaginatedRequestParams, ProtocolVersion, ServerNotification, SubscriptionFilter,
+    Tool as McpTool,
 };
-use rmcp::service::{NotificationContext, Peer, RunningService, ServiceError};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt as _, NotificationContext, Peer, RunningService,
+    ServiceError,
+};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientHandler, RoleClient, ServiceExt as _};
+use rmcp::{ClientHandler, RoleClient};
 
 use super::spawn;
 use super::{ClientOptions, ServerError};
@@ -83,6 +88,8 @@ pub(crate) struct Server {
     generation: AtomicU64,
     /// Completed `tools/list` walks (each over every page).
     pub(crate) listings: AtomicU64,
+    /// The protocol version of the last connection (`2025-11-25`, `2026-07-28`).
+    protocol: RwLock<String>,
 }
 
 /// Why a call could not be made or answered, for the model.
@@ -120,6 +127,7 @@ impl Server {
             changes,
             generation: AtomicU64::new(0),
             listings: AtomicU64::new(0),
+            protocol: RwLock::new(String::new()),
         })
     }
 
@@ -128,6 +136,11 @@ impl Server {
         self.timeout_ms
             .map(Duration::from_millis)
             .unwrap_or(self.options.call_timeout)
+    }
+
+    /// The protocol version the last connection negotiated.
+    pub(crate) fn protocol(&self) -> String {
+        self.protocol.read().map(|p| p.clone()).unwrap_or_default()
     }
 
     /// The tools of the last listing.
@@ -173,6 +186,10 @@ impl Server {
         let generation = self.generation.fetch_add(1, Ordering::SeqCst) + 1;
         let new = self.connect(generation).await?;
         let peer = new.service.peer().clone();
+        listen_for_changes(self, &peer, generation);
+        if let (Some(info), Ok(mut protocol)) = (peer.peer_info(), self.protocol.write()) {
+            *protocol = info.protocol_version.to_string();
+        }
         let tools = tokio::time::timeout(self.options.start_timeout, list_all(&peer))
             .await
             .map_err(|_| ServerError::ListTools {
@@ -246,7 +263,12 @@ impl Server {
             Endpoint::Config(config) => &config.transport,
             Endpoint::InProcess(connect) => {
                 let stream = connect();
-                return match tokio::time::timeout(timeout, handler.serve(stream)).await {
+                return match tokio::time::timeout(
+                    timeout,
+                    handler.serve_with_lifecycle(stream, lifecycle()),
+                )
+                .await
+                {
                     Ok(Ok(service)) => Ok(Live {
                         service,
                         process: None,
@@ -282,7 +304,11 @@ impl Server {
                     stray,
                     readers,
                 } = child;
-                let served = tokio::time::timeout(timeout, handler.serve((stdout, stdin))).await;
+                let served = tokio::time::timeout(
+                    timeout,
+                    handler.serve_with_lifecycle((stdout, stdin), lifecycle()),
+                )
+                .await;
                 let failure = match served {
                     Ok(Ok(service)) => {
                         let stray = stray.lock().map(|s| s.clone()).unwrap_or_default();
@@ -351,7 +377,12 @@ impl Server {
                 let config = StreamableHttpClientTransportConfig::with_uri(http.url.as_str())
                     .custom_headers(headers);
                 let transport = StreamableHttpClientTransport::from_config(config);
-                match tokio::time::timeout(timeout, handler.serve(transport)).await {
+                match tokio::time::timeout(
+                    timeout,
+                    handler.serve_with_lifecycle(transport, lifecycle()),
+                )
+                .await
+                {
                     Ok(Ok(service)) => Ok(Live {
                         service,
                         process: None,
@@ -431,6 +462,56 @@ impl Server {
             }
         }
     }
+}
+
+/// The handshake: `server/discover` first, the legacy `initialize` as the fallback.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    }
+}
+
+/// In a 2026-07-28 session whose server advertises `tools.listChanged`: opens a
+/// `subscriptions/listen` stream for `notifications/tools/list_changed` (MCP 2026-07-28
+/// basic/patterns/subscriptions) and re-lists on each, until the connection ends.
+fn listen_for_changes(server: &Arc<Server>, peer: &Peer<RoleClient>, generation: u64) {
+    let Some(info) = peer.peer_info() else {
+        return;
+    };
+    let modern = info.protocol_version == ProtocolVersion::V_2026_07_28;
+    let advertised = info
+        .capabilities
+        .tools
+        .as_ref()
+        .and_then(|t| t.list_changed)
+        .unwrap_or(false);
+    if !modern || !advertised {
+        return;
+    }
+    let peer = peer.clone();
+    let server = Arc::downgrade(server);
+    tokio::spawn(async move {
+        let filter = SubscriptionFilter::builder().tools_list_changed().build();
+        let mut subscription = match peer.listen(filter).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!(error = %e, "subscriptions/listen for tool changes failed");
+                return;
+            }
+        };
+        while let Ok(Some(notification)) = subscription.next().await {
+            if matches!(
+                notification,
+                ServerNotification::ToolListChangedNotification(_)
+            ) {
+                let Some(server) = server.upgrade() else {
+                    return;
+                };
+                server.relist(generation).await;
+            }
+        }
+    });
 }
 
 /// Every page of `tools/list`, following `nextCursor` (MCP server/utilities/pagination).

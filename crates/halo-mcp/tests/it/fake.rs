@@ -7,16 +7,16 @@ use std::sync::{Arc, Mutex};
 use halo_mcp::InProcess;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    SubscriptionFilter, Tool, ToolAnnotations,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler, ServiceExt as _};
 use serde_json::json;
 use tokio::sync::Notify;
 
 /// The fake's state, shared by every connection.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Fake {
     /// Names of the tools listed, in order.
     pub names: Arc<Mutex<Vec<String>>>,
@@ -25,6 +25,8 @@ pub struct Fake {
     /// Connections served.
     pub connections: Arc<AtomicUsize>,
     die: Arc<Notify>,
+    /// Tool-list changes, for 2026-07-28 sessions' `subscriptions/listen` streams.
+    changes: tokio::sync::broadcast::Sender<()>,
 }
 
 fn tool(name: &str) -> Tool {
@@ -50,11 +52,17 @@ fn tool(name: &str) -> Tool {
 impl Fake {
     /// A fake listing `echo`, `slow`, `fail`, `die`, `grow` (five tools: three pages).
     pub fn new() -> Self {
-        let fake = Fake::default();
-        *fake.names.lock().unwrap() = ["echo", "slow", "fail", "die", "grow"]
-            .map(String::from)
-            .to_vec();
-        fake
+        Fake {
+            names: Arc::new(Mutex::new(
+                ["echo", "slow", "fail", "die", "grow"]
+                    .map(String::from)
+                    .to_vec(),
+            )),
+            list_calls: Arc::default(),
+            connections: Arc::default(),
+            die: Arc::default(),
+            changes: tokio::sync::broadcast::channel(16).0,
+        }
     }
 
     /// The client's end of a new connection; the fake serves the other end on a task.
@@ -107,6 +115,28 @@ impl ServerHandler for Fake {
                 .enable_tool_list_changed()
                 .build(),
         )
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let mut changes = self.changes.subscribe();
+        loop {
+            tokio::select! {
+                change = changes.recv() => {
+                    if change.is_err() {
+                        return Ok(());
+                    }
+                    let _ = context.sink().notify_tool_list_changed().await;
+                }
+                _ = context.cancelled() => return Ok(()),
+            }
+        }
     }
 
     async fn list_tools(
@@ -174,11 +204,25 @@ impl ServerHandler for Fake {
                 unreachable!()
             }
             "grow" => {
+                let listed = self.list_calls.load(Ordering::SeqCst);
+                let pages = self.names.lock().unwrap().len() / 2 + 1;
                 self.names.lock().unwrap().push("extra".into());
-                let _ = context.peer.notify_tool_list_changed().await;
-                // Answer after the client had time to re-list, so the test's next step sees
-                // the new list (the re-listing runs beside the call).
-                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                if context.protocol_version() == Some(ProtocolVersion::V_2026_07_28) {
+                    // 2026-07-28: only on the client's listen streams.
+                    let _ = self.changes.send(());
+                } else {
+                    let _ = context.peer.notify_tool_list_changed().await;
+                }
+                // Answer once the client has asked for every page again (and a moment to
+                // store them), so the test's next step sees the new list: the re-listing runs
+                // beside the call.
+                for _ in 0..100 {
+                    if self.list_calls.load(Ordering::SeqCst) >= listed + pages {
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 Ok(CallToolResult::success(vec![ContentBlock::text("grown")]).into())
             }
             "extra" => Ok(CallToolResult::success(vec![ContentBlock::text("extra!")]).into()),

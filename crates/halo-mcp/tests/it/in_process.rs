@@ -55,6 +55,8 @@ async fn every_page_of_tools_list_is_read_and_tools_are_named_and_annotated() {
     assert!(!find(&tools, "mcp__fake__fail").annotations().read_only);
     let status = clients.servers();
     assert_eq!((status[0].name.as_str(), status[0].tools), ("fake", 5));
+    // rmcp's server speaks 2026-07-28: the Auto handshake's `server/discover` succeeded.
+    assert_eq!(status[0].protocol, "2026-07-28");
 }
 
 #[tokio::test]
@@ -197,6 +199,8 @@ async fn list_changed_swaps_the_tools_at_the_next_step_as_one_expected_miss() {
     assert_eq!(agent.cache_ledger().expected_misses(), 1);
     assert_eq!(agent.stats().prefix_fingerprint_changes, 1);
     assert_eq!(agent.stats().cache_busts, 0);
+    // The change came on the 2026-07-28 `subscriptions/listen` stream.
+    assert_eq!(clients.servers()[0].protocol, "2026-07-28");
     assert_eq!(clients.servers()[0].listings, 2);
 }
 

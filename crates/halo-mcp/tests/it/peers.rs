@@ -156,6 +156,8 @@ async fn everything_lists_calls_and_maps_every_kind_of_result() {
         out.content
     );
 
+    // A legacy-only server: the Auto handshake fell back to `initialize`.
+    assert_eq!(clients.servers()[0].protocol, "2025-11-25");
     // everything sends tools/list_changed right after `initialized`: re-listed.
     let deadline = Instant::now() + Duration::from_secs(5);
     while clients.servers()[0].listings < 2 && Instant::now() < deadline {
@@ -286,5 +288,38 @@ async fn memory_keeps_a_graph_with_only_the_configured_env() {
     let out = call(&clients, "mcp__memory__read_graph", json!({})).await;
     assert!(out.content.contains("speaks MCP"), "{}", out.content);
     assert!(std::fs::read_to_string(&file).unwrap().contains("halo"));
+    clients.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_servers_timeout_key_bounds_its_calls() {
+    let Some(bin) = peer("mcp-server-everything") else {
+        return;
+    };
+    let mut server = ServerConfig::stdio(bin.to_str().unwrap(), ["stdio"]);
+    server.timeout_ms = Some(500);
+    // The client default is long: the server's own key must win.
+    let clients = start(
+        vec![("everything", server)],
+        ClientOptions::default().with_call_timeout(Duration::from_secs(120)),
+    )
+    .await;
+    let started = Instant::now();
+    let out = call(
+        &clients,
+        "mcp__everything__trigger-long-running-operation",
+        json!({"duration": 30, "steps": 3}),
+    )
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(out.is_error);
+    assert!(
+        out.content
+            .contains("did not answer `trigger-long-running-operation` within 500 ms"),
+        "{}",
+        out.content
+    );
+    // The cancelled call leaves the server usable.
+    assert_eq!(call_echo(&clients).await.content, "Echo: back");
     clients.shutdown().await;
 }

@@ -115,6 +115,25 @@ async fn a_server_that_fails_to_start_is_reported_and_the_run_goes_on() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_server_runs_in_the_project_folder() {
+    let project = tempfile::tempdir().unwrap();
+    let project_path = project.path().canonicalize().unwrap();
+    // Not an MCP server: it writes its working directory where the test can read it.
+    std::fs::write(
+        project.path().join(".mcp.json"),
+        json!({"mcpServers": {"where": {"command": "sh", "args": ["-c", "pwd > cwd.txt"]}}})
+            .to_string(),
+    )
+    .unwrap();
+    let sim = OpenAiSim::openai().await.unwrap();
+    sim.set_reply_script([SimReply::text("ok")]);
+    let out = run(coder_text(&sim, project.path(), &["Do it."])).await;
+    assert!(out.status.success(), "{}", describe(&out));
+    let cwd = std::fs::read_to_string(project_path.join("cwd.txt")).unwrap();
+    assert_eq!(cwd.trim(), project_path.to_str().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_mcp_config_stops_the_coder_naming_the_field() {
     let project = tempfile::tempdir().unwrap();
     let config = project.path().join("servers.json");
