@@ -13,6 +13,7 @@ use std::sync::Arc;
 use crate::cancel::CancelToken;
 use crate::clock::{Clock, SystemClock};
 use crate::context::{Compactor, ContextConfig};
+use crate::delegate::AgentTool;
 use crate::dispatch::Toolbox;
 use crate::engine::RunState;
 use crate::error::HaloError;
@@ -35,18 +36,20 @@ pub const DEFAULT_MAX_STEPS: usize = 20;
 /// Builds a [`HaloAgent`].
 pub struct HaloAgentBuilder {
     model: SharedModel,
-    prefix: StablePrefix,
-    tools: Toolbox,
+    pub(crate) prefix: StablePrefix,
+    pub(crate) tools: Toolbox,
     options: GenerationOptions,
     max_steps: usize,
     log_capacity: usize,
     session_id: Option<String>,
-    guards: Guards,
+    pub(crate) guards: Guards,
     clock: Arc<dyn Clock>,
     store: Option<Arc<dyn SessionStore>>,
     state: Option<RunState>,
-    context: Option<ContextConfig>,
-    compactor: Option<Arc<dyn Compactor>>,
+    pub(crate) context: Option<ContextConfig>,
+    pub(crate) compactor: Option<Arc<dyn Compactor>>,
+    /// How deep the agent is ([`crate::delegate`]): 0 unless built for a sub-agent.
+    pub(crate) depth: usize,
 }
 
 /// The guardrails and step hooks of an agent.
@@ -88,6 +91,17 @@ impl HaloAgentBuilder {
         for t in tools {
             self.tools.add(&mut self.prefix, t)?;
         }
+        Ok(self)
+    }
+
+    /// Adds an agent tool: a tool that runs the agent itself, a plan in its context or a
+    /// sub-agent on its model ([`crate::delegate`]; halo-strategies' `Plan` and
+    /// `Subagent`). Its spec goes into the prefix as any tool's.
+    ///
+    /// # Errors
+    /// As [`tool`](Self::tool).
+    pub fn agent_tool(mut self, tool: impl AgentTool + 'static) -> Result<Self, HaloError> {
+        self.tools.add_agent(&mut self.prefix, Arc::new(tool))?;
         Ok(self)
     }
 
@@ -263,6 +277,7 @@ impl HaloAgentBuilder {
                 config
             }),
             compactor: self.compactor,
+            depth: self.depth,
         }
     }
 }
@@ -302,6 +317,8 @@ pub struct HaloAgent {
     pub(crate) context: Option<ContextConfig>,
     /// Who answers summary requests (`None`: the agent's model).
     pub(crate) compactor: Option<Arc<dyn Compactor>>,
+    /// How deep the agent is ([`crate::delegate`]).
+    pub(crate) depth: usize,
 }
 
 impl std::fmt::Debug for HaloAgent {
@@ -338,6 +355,7 @@ impl HaloAgent {
             state: None,
             context: None,
             compactor: None,
+            depth: 0,
         }
     }
 
@@ -391,6 +409,19 @@ impl HaloAgent {
     /// The generation options.
     pub fn options(&self) -> &GenerationOptions {
         &self.options
+    }
+
+    /// Replaces the generation options sent with every call from the next one on. They are
+    /// not part of the prefix: restricting [`active_tools`](GenerationOptions::active_tools)
+    /// this way changes no prefix byte.
+    pub fn set_options(&mut self, options: GenerationOptions) {
+        self.options = options;
+    }
+
+    /// How deep the agent is: 0 for an agent the application built, one more for each
+    /// fork or sub-agent between it and that agent ([`crate::delegate`]).
+    pub fn depth(&self) -> usize {
+        self.depth
     }
 
     /// The model.

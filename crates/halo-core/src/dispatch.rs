@@ -7,22 +7,35 @@
 //! form a batch that runs concurrently. A fatal error (a tool's `Fatal`, a hook's abort)
 //! drops the rest of its batch and ends the run. Calls of client-side tools are not run here:
 //! the drivers hand them to the caller.
+//!
+//! Agent tools ([`crate::delegate`]) are registered like client-side tools (their spec in
+//! the prefix, their schema in the registry) and run here, through the same hooks, with the
+//! [`Parent`] the driver made for the step; a concurrent one
+//! ([`AgentTool::concurrent`]) batches with read-only calls.
 
 use std::sync::Arc;
 
 use tracing::{Instrument as _, field::Empty};
 
+use std::collections::BTreeMap;
+
+use crate::delegate::{AgentContext, AgentTool, Parent};
 use crate::error::HaloError;
 use crate::hook::{ToolCallDecision, ToolHook};
 use crate::message::{ToolCall, ToolResult};
 use crate::prefix::{StablePrefix, ToolSpec};
-use crate::tool::{DynTool, ToolRegistry};
+use crate::stats::AgentStats;
+use crate::tool::{DynTool, ToolRegistry, output_result};
 
-/// An agent's tools and hooks.
-#[derive(Default)]
+/// An agent's tools and hooks. Cheap to clone (the tools are shared), which forks and
+/// sub-agents do.
+#[derive(Default, Clone)]
 pub(crate) struct Toolbox {
     registry: ToolRegistry,
     hooks: Vec<Arc<dyn ToolHook>>,
+    /// Tools that run the agent ([`crate::delegate`]), by name; also in the registry, as
+    /// client-side entries (spec and schema, no executor).
+    agents: BTreeMap<String, Arc<dyn AgentTool>>,
 }
 
 impl std::fmt::Debug for Toolbox {
@@ -61,6 +74,35 @@ impl Toolbox {
         Ok(())
     }
 
+    /// Adds an agent tool ([`crate::delegate`]).
+    pub(crate) fn add_agent(
+        &mut self,
+        prefix: &mut StablePrefix,
+        tool: Arc<dyn AgentTool>,
+    ) -> Result<(), HaloError> {
+        let spec = tool.spec();
+        prefix.check_tool(&spec)?;
+        self.registry.insert_client(&spec)?;
+        prefix.add_tool(spec.clone())?;
+        self.agents.insert(spec.name, tool);
+        Ok(())
+    }
+
+    /// These tools without the ones named (for a sub-agent's).
+    pub(crate) fn without(&self, names: &[&str]) -> Toolbox {
+        let mut tools = self.clone();
+        for name in names {
+            tools.registry.remove(name);
+            tools.agents.remove(*name);
+        }
+        tools
+    }
+
+    /// Whether any of `calls` is an agent tool's (so the step needs a [`Parent`]).
+    pub(crate) fn calls_agents(&self, calls: &[ToolCall]) -> bool {
+        calls.iter().any(|c| self.agents.contains_key(&c.name))
+    }
+
     pub(crate) fn push_hook(&mut self, hook: Arc<dyn ToolHook>) {
         self.hooks.push(hook);
     }
@@ -83,7 +125,7 @@ impl Toolbox {
 
     /// Whether the caller runs calls of `name`.
     pub(crate) fn is_client_side(&self, name: &str) -> bool {
-        self.registry.is_client_side(name)
+        self.registry.is_client_side(name) && !self.agents.contains_key(name)
     }
 
     /// `calls` (none client-side) in batches: each batch runs concurrently, batches one
@@ -92,10 +134,13 @@ impl Toolbox {
         let mut out: Vec<Vec<ToolCall>> = Vec::new();
         let mut open = false;
         for call in calls {
-            let safe = self
-                .registry
-                .annotations(&call.name)
-                .is_some_and(|a| a.concurrency_safe());
+            let safe = match self.agents.get(&call.name) {
+                Some(agent) => agent.concurrent(),
+                None => self
+                    .registry
+                    .annotations(&call.name)
+                    .is_some_and(|a| a.concurrency_safe()),
+            };
             match out.last_mut() {
                 Some(batch) if safe && open => batch.push(call),
                 _ => {
@@ -108,7 +153,9 @@ impl Toolbox {
     }
 
     /// Runs one call through the hooks and its tool, in an `execute_tool` span. `active`
-    /// restricts the tools this step may call.
+    /// restricts the tools this step may call; `parent` is what an agent tool's call runs
+    /// with (an agent tool's call without one gets an error result). Returns the result and
+    /// the counters of the model calls the tool made ([`crate::ToolOutput::stats`]).
     ///
     /// # Errors
     /// [`HaloError::ToolFatal`] and [`HaloError::Aborted`]; every other failure is an error
@@ -117,7 +164,8 @@ impl Toolbox {
         &self,
         call: &ToolCall,
         active: Option<&[String]>,
-    ) -> Result<ToolResult, HaloError> {
+        parent: Option<&Arc<Parent>>,
+    ) -> Result<(ToolResult, Option<AgentStats>), HaloError> {
         let span = tracing::info_span!(
             "execute_tool",
             "gen_ai.operation.name" = "execute_tool",
@@ -126,10 +174,10 @@ impl Toolbox {
             "halo.tool.is_error" = Empty,
         );
         let result = self
-            .run_hooked(call, active)
+            .run_hooked(call, active, parent)
             .instrument(span.clone())
             .await?;
-        span.record("halo.tool.is_error", result.is_error);
+        span.record("halo.tool.is_error", result.0.is_error);
         Ok(result)
     }
 
@@ -138,7 +186,8 @@ impl Toolbox {
         &self,
         call: &ToolCall,
         active: Option<&[String]>,
-    ) -> Result<ToolResult, HaloError> {
+        parent: Option<&Arc<Parent>>,
+    ) -> Result<(ToolResult, Option<AgentStats>), HaloError> {
         let inactive = active.is_some_and(|names| !names.contains(&call.name));
         let checked = if inactive {
             let active = active.unwrap_or_default();
@@ -157,8 +206,8 @@ impl Toolbox {
         } else {
             self.registry.check(call)
         };
-        let mut result = match checked {
-            Err(message) => ToolResult::error(call, message),
+        let (mut result, stats) = match checked {
+            Err(message) => (ToolResult::error(call, message), None),
             Ok(mut args) => {
                 let mut denied = None;
                 for hook in &self.hooks {
@@ -193,22 +242,37 @@ impl Toolbox {
                         }
                     }
                 }
-                match denied {
-                    Some(message) => ToolResult::error(call, message),
-                    None => self
+                let fatal = |message| HaloError::ToolFatal {
+                    tool: call.name.clone(),
+                    message,
+                };
+                match (denied, self.agents.get(&call.name), parent) {
+                    (Some(message), _, _) => (ToolResult::error(call, message), None),
+                    (None, Some(agent), Some(parent)) => {
+                        let context = AgentContext::new(parent.clone(), call.clone());
+                        output_result(call, agent.call(context, args).await).map_err(fatal)?
+                    }
+                    (None, Some(_), None) => (
+                        ToolResult::error(
+                            call,
+                            format!(
+                                "`{}` runs the agent and cannot be run on its own here",
+                                call.name
+                            ),
+                        ),
+                        None,
+                    ),
+                    (None, None, _) => self
                         .registry
-                        .execute_checked(call, args)
+                        .execute_counted(call, args)
                         .await
-                        .map_err(|message| HaloError::ToolFatal {
-                            tool: call.name.clone(),
-                            message,
-                        })?,
+                        .map_err(fatal)?,
                 }
             }
         };
         for hook in &self.hooks {
             result = hook.after_tool_call(call, result).await;
         }
-        Ok(result)
+        Ok((result, stats))
     }
 }
