@@ -337,6 +337,11 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
             sandbox.capabilities().isolation
         ));
         builder = builder.tools(tools)?;
+        builder = coder::agents::agent_tools(builder)?;
+        out.line(format_args!(
+            "agents: {}",
+            coder::agents::AGENT_TOOLS.join(", ")
+        ));
     }
     let (hooks, policy) = approval::session_hooks(permissions);
     out.line(format_args!("policy: {policy}"));
