@@ -3,8 +3,8 @@
 
 use halo_core::sandbox::{ExecRequest, SandboxPath};
 use halo_core::{
-    DynTool, HaloAgent, ModelAdapter, ModelRequest, Sandbox, SharedModel, SharedSandbox, ToolCall,
-    ToolHook, ToolResult,
+    AgentContext, AgentTool, DynTool, HaloAgent, ModelAdapter, ModelRequest, Sandbox, SharedModel,
+    SharedSandbox, ToolCall, ToolHook, ToolResult,
 };
 
 fn assert_send<T: Send>(_: &T) {}
@@ -15,7 +15,9 @@ fn dyn_traits_are_object_safe(
     sandbox: SharedSandbox,
     tool: std::sync::Arc<dyn DynTool>,
     hook: std::sync::Arc<dyn ToolHook>,
+    agent_tool: std::sync::Arc<dyn AgentTool>,
 ) {
+    let _: &dyn AgentTool = &*agent_tool;
     let _: &dyn ModelAdapter = &*model;
     let _: &dyn Sandbox = &*sandbox;
     let _: &dyn DynTool = &*tool;
@@ -43,6 +45,11 @@ fn tool_future_is_send(tool: &dyn DynTool) {
 fn hook_futures_are_send(hook: &dyn ToolHook, call: &ToolCall, result: ToolResult) {
     assert_send(&hook.before_tool_call(call, &serde_json::Value::Null));
     assert_send(&hook.after_tool_call(call, result));
+}
+
+#[allow(dead_code)]
+fn agent_tool_future_is_send(tool: &dyn AgentTool, context: AgentContext) {
+    assert_send(&tool.call(context, serde_json::json!({})));
 }
 
 #[allow(dead_code)]
