@@ -57,7 +57,7 @@ use crate::dispatch::Toolbox;
 use crate::engine::RunState;
 use crate::log::MessageLog;
 use crate::message::ToolCall;
-use crate::model::{GenerationOptions, SharedModel};
+use crate::model::{GenerationOptions, SharedModel, ToolChoice};
 use crate::prefix::{StablePrefix, ToolSpec};
 use crate::steering::SteeringHandle;
 use crate::tool::{ToolError, ToolOutput};
@@ -236,13 +236,23 @@ impl AgentContext {
         }
     }
 
+    /// The caller's options for an agent this call runs: a `tool_choice` that forces this
+    /// call's tool (which that agent may not call) becomes `auto`.
+    fn own_options(&self) -> GenerationOptions {
+        let mut options = self.parent.options.clone();
+        if matches!(&options.tool_choice, ToolChoice::Tool(name) if *name == self.call.name) {
+            options.tool_choice = ToolChoice::Auto;
+        }
+        options
+    }
+
     /// An agent in the calling agent's context: the same prefix bytes, tools, options and
     /// history, the ledger carried over, one level deeper, and this call's tool not
     /// callable (taken out of [`GenerationOptions::active_tools`], not out of the prefix).
     /// Its steps never enter the caller's log. See the [module docs](self).
     pub fn fork(&self) -> HaloAgent {
         let p = &*self.parent;
-        let mut options = p.options.clone();
+        let mut options = self.own_options();
         options.active_tools = Some(
             self.callable_tools()
                 .into_iter()
@@ -285,7 +295,7 @@ impl AgentContext {
             // The specs come from a valid prefix: adding them again cannot fail.
             let _ = prefix.add_tool(spec.clone());
         }
-        let mut options = p.options.clone();
+        let mut options = self.own_options();
         if let Some(active) = &mut options.active_tools {
             active.retain(|name| name != own);
         }
