@@ -83,3 +83,72 @@ async fn the_second_sub_agent_of_a_role_reads_its_prefix_from_the_cache() {
         .sum();
     assert_eq!(stats.cache_read_tokens, own + second.cached_tokens);
 }
+
+#[tokio::test]
+async fn a_plans_requests_read_the_callers_prefix_and_history_from_the_cache() {
+    let sim = OpenAiSim::openai().await.unwrap();
+    sim.set_reply_script([
+        SimReply::tool_call("plan", json!({"task": "otter facts"})),
+        SimReply::json(&json!({"steps": ["look up otters", "pick three facts", "write them"]})),
+        SimReply::tool_call("wiki", json!({"topic": "otters"})),
+        SimReply::text("read the page"),
+        SimReply::text("hands, tools, fur"),
+        SimReply::text("Otters hold hands, use tools and have dense fur."),
+        SimReply::text("Done."),
+    ]);
+    // The OpenAI profile: active tools go out as `allowed_tools`.
+    let model = OpenAiCompatible::openai("gpt-4o-mini")
+        .api_key("sk-sim")
+        .base_url(sim.base_url())
+        .max_retries(0)
+        .build()
+        .unwrap();
+    let mut agent = HaloAgent::builder(model)
+        .system("You research animals.")
+        .tool(Wiki)
+        .unwrap()
+        .agent_tool(halo_strategies::Plan::new())
+        .unwrap()
+        .build();
+    let out = agent.generate_text("Three otter facts.").await.unwrap();
+    assert_eq!(out.text, "Done.");
+    assert_eq!(sim.remaining_replies(), 0);
+    let records = sim.records();
+    assert_eq!(records.len(), 7);
+    // The same tools array in every request; the fork's carry allowed_tools without `plan`.
+    for r in &records {
+        assert_eq!(r.body["tools"], records[0].body["tools"]);
+    }
+    assert_eq!(records[0].body["tool_choice"], json!("auto"));
+    for r in &records[1..6] {
+        assert_eq!(
+            r.body["tool_choice"]["allowed_tools"]["tools"],
+            json!([{"type": "function", "function": {"name": "wiki"}}])
+        );
+    }
+    // Every request after the first reads at least all the first one sent, but the last
+    // partial 128-token block.
+    for r in &records[1..] {
+        assert!(
+            r.cached_tokens + 128 > records[0].prompt_tokens,
+            "cached {} of the first request's {}",
+            r.cached_tokens,
+            records[0].prompt_tokens
+        );
+    }
+    let stats = agent.stats();
+    assert_eq!(stats.delegated_steps, 5);
+    assert_eq!(
+        (stats.cache_busts, stats.prefix_fingerprint_changes),
+        (0, 0)
+    );
+    let verdicts: Vec<_> = agent
+        .cache_ledger()
+        .checks()
+        .map(|c| c.verdict.clone())
+        .collect();
+    assert_eq!(
+        verdicts,
+        [halo_core::CacheVerdict::Cold, halo_core::CacheVerdict::Hit]
+    );
+}
