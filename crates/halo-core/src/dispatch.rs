@@ -43,6 +43,7 @@ impl std::fmt::Debug for Toolbox {
         f.debug_struct("Toolbox")
             .field("tools", &self.registry)
             .field("hooks", &self.hooks.len())
+            .field("agent_tools", &self.agents.keys().collect::<Vec<_>>())
             .finish()
     }
 }

@@ -306,7 +306,8 @@ impl Team {
             })
     }
 
-    /// The counters of every member's runs, summed.
+    /// The counters of every member's runs, summed ([`AgentStats::add_delegated`], so
+    /// `delegated_steps` counts every member's model calls too).
     pub fn stats(&self) -> AgentStats {
         let mut total = AgentStats::default();
         for member in self.members.values() {
