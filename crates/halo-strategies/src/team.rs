@@ -9,7 +9,10 @@
 //! - [`Team::run`] gives a member its next task. Its unread messages are delivered first,
 //!   in one user turn that carries them all and then the task ([`delivery`]); the member's
 //!   history grows across tasks, so each task's request extends the last and reads it from
-//!   the cache.
+//!   the cache. The task shares the messages' turn rather than following it as a second
+//!   user turn: two user turns in a row are not valid everywhere (Anthropic merges them,
+//!   older Gemini models ask for alternating roles), and one turn reads the same to the
+//!   model.
 //! - [`Team::disband`] ends the team and hands back each member's counters.
 
 use std::collections::BTreeMap;
