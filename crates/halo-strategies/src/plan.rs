@@ -2,7 +2,9 @@
 //!
 //! [`Plan`] is an [`AgentTool`]: called with a task, it asks the model for 3 to 5 steps as
 //! typed output ([`PlanSteps`], through `generate_text_with_output` in prompted mode: the
-//! schema goes in the user message, so neither the prefix nor the request options change),
+//! schema goes in the user message, so neither the prefix nor the request options change;
+//! `generate_object` would send `tool_choice: none`, which Anthropic counts against the
+//! cached messages),
 //! then runs each step as a user turn, and returns every step's result as the tool result.
 //! All of it runs on a **fork** of the calling agent ([`AgentContext::fork`]): the same
 //! prefix bytes and history, so each of the plan's requests extends what the caller's last
