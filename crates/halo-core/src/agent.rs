@@ -13,6 +13,7 @@ use std::sync::Arc;
 use crate::cancel::CancelToken;
 use crate::clock::{Clock, SystemClock};
 use crate::context::{Compactor, ContextConfig};
+use crate::delegate::AgentTool;
 use crate::dispatch::Toolbox;
 use crate::engine::RunState;
 use crate::error::HaloError;
@@ -35,18 +36,20 @@ pub const DEFAULT_MAX_STEPS: usize = 20;
 /// Builds a [`HaloAgent`].
 pub struct HaloAgentBuilder {
     model: SharedModel,
-    prefix: StablePrefix,
-    tools: Toolbox,
+    pub(crate) prefix: StablePrefix,
+    pub(crate) tools: Toolbox,
     options: GenerationOptions,
     max_steps: usize,
     log_capacity: usize,
     session_id: Option<String>,
-    guards: Guards,
+    pub(crate) guards: Guards,
     clock: Arc<dyn Clock>,
     store: Option<Arc<dyn SessionStore>>,
     state: Option<RunState>,
-    context: Option<ContextConfig>,
-    compactor: Option<Arc<dyn Compactor>>,
+    pub(crate) context: Option<ContextConfig>,
+    pub(crate) compactor: Option<Arc<dyn Compactor>>,
+    /// How deep the agent is ([`crate::delegate`]): 0 unless built for a sub-agent.
+    pub(crate) depth: usize,
 }
 
 /// The guardrails and step hooks of an agent.
@@ -99,6 +102,17 @@ impl HaloAgentBuilder {
     pub fn tool_source(mut self, source: Arc<dyn ToolSource>) -> Self {
         self.tools.add_source(&mut self.prefix, source);
         self
+    }
+
+    /// Adds an agent tool: a tool that runs the agent itself, a plan in its context or a
+    /// sub-agent on its model ([`crate::delegate`]; halo-strategies' `Plan` and
+    /// `Subagent`). Its spec goes into the prefix as any tool's.
+    ///
+    /// # Errors
+    /// As [`tool`](Self::tool).
+    pub fn agent_tool(mut self, tool: impl AgentTool + 'static) -> Result<Self, HaloError> {
+        self.tools.add_agent(&mut self.prefix, Arc::new(tool))?;
+        Ok(self)
     }
 
     /// Adds a client-side tool: the model sees `spec`, and its calls are handed to the
@@ -273,6 +287,7 @@ impl HaloAgentBuilder {
                 config
             }),
             compactor: self.compactor,
+            depth: self.depth,
         }
     }
 }
@@ -312,6 +327,8 @@ pub struct HaloAgent {
     pub(crate) context: Option<ContextConfig>,
     /// Who answers summary requests (`None`: the agent's model).
     pub(crate) compactor: Option<Arc<dyn Compactor>>,
+    /// How deep the agent is ([`crate::delegate`]).
+    pub(crate) depth: usize,
 }
 
 impl std::fmt::Debug for HaloAgent {
@@ -348,6 +365,7 @@ impl HaloAgent {
             state: None,
             context: None,
             compactor: None,
+            depth: 0,
         }
     }
 
@@ -401,6 +419,19 @@ impl HaloAgent {
     /// The generation options.
     pub fn options(&self) -> &GenerationOptions {
         &self.options
+    }
+
+    /// Replaces the generation options sent with every call from the next one on. They are
+    /// not part of the prefix: restricting [`active_tools`](GenerationOptions::active_tools)
+    /// this way changes no prefix byte.
+    pub fn set_options(&mut self, options: GenerationOptions) {
+        self.options = options;
+    }
+
+    /// How deep the agent is: 0 for an agent the application built, one more for each
+    /// fork or sub-agent between it and that agent ([`crate::delegate`]).
+    pub fn depth(&self) -> usize {
+        self.depth
     }
 
     /// The model.

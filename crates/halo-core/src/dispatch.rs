@@ -8,6 +8,11 @@
 //! drops the rest of its batch and ends the run. Calls of client-side tools are not run here:
 //! the drivers hand them to the caller.
 //!
+//! Agent tools ([`crate::delegate`]) are registered like client-side tools (their spec in
+//! the prefix, their schema in the registry) and run here, through the same hooks, with the
+//! [`Parent`] the driver made for the step; a concurrent one
+//! ([`AgentTool::concurrent`]) batches with read-only calls.
+//!
 //! A [`Toolbox`] also stands alone, outside any agent: an MCP server (halo-mcp) runs each
 //! `tools/call` through [`Toolbox::run`], so a served tool gets exactly the argument checks
 //! and hooks (denylist, permission policy, truncation) it gets inside an agent.
@@ -16,11 +21,15 @@ use std::sync::Arc;
 
 use tracing::{Instrument as _, field::Empty};
 
+use std::collections::BTreeMap;
+
+use crate::delegate::{AgentContext, AgentTool, Parent};
 use crate::error::HaloError;
 use crate::hook::{ToolCallDecision, ToolHook};
 use crate::message::{ToolCall, ToolResult};
 use crate::prefix::{StablePrefix, ToolSpec};
-use crate::tool::{DynTool, ToolAnnotations, ToolRegistry, ToolSource};
+use crate::stats::AgentStats;
+use crate::tool::{DynTool, ToolAnnotations, ToolRegistry, ToolSource, output_result};
 
 /// Tools and the hooks around their calls: the tool pipeline of an agent, usable on its own.
 ///
@@ -71,14 +80,20 @@ use crate::tool::{DynTool, ToolAnnotations, ToolRegistry, ToolSource};
 /// assert_eq!((denied.content.as_str(), denied.is_error), ("secrets are not upper-cased", true));
 /// # });
 /// ```
-#[derive(Default)]
+///
+/// Cheap to clone (the tools are shared), which forks and sub-agents do.
+#[derive(Default, Clone)]
 pub struct Toolbox {
     registry: ToolRegistry,
     hooks: Vec<Arc<dyn ToolHook>>,
     sources: Vec<Sourced>,
+    /// Tools that run the agent ([`crate::delegate`]), by name; also in the registry, as
+    /// client-side entries (spec and schema, no executor).
+    agents: BTreeMap<String, Arc<dyn AgentTool>>,
 }
 
 /// A [`ToolSource`] and what the toolbox last took from it.
+#[derive(Clone)]
 struct Sourced {
     source: Arc<dyn ToolSource>,
     version: u64,
@@ -92,6 +107,7 @@ impl std::fmt::Debug for Toolbox {
             .field("tools", &self.registry)
             .field("hooks", &self.hooks.len())
             .field("sources", &self.sources.len())
+            .field("agent_tools", &self.agents.keys().collect::<Vec<_>>())
             .finish()
     }
 }
@@ -165,6 +181,35 @@ impl Toolbox {
         self.registry.insert_client(&spec)?;
         prefix.add_tool(spec)?;
         Ok(())
+    }
+
+    /// Adds an agent tool ([`crate::delegate`]).
+    pub(crate) fn add_agent(
+        &mut self,
+        prefix: &mut StablePrefix,
+        tool: Arc<dyn AgentTool>,
+    ) -> Result<(), HaloError> {
+        let spec = tool.spec();
+        prefix.check_tool(&spec)?;
+        self.registry.insert_client(&spec)?;
+        prefix.add_tool(spec.clone())?;
+        self.agents.insert(spec.name, tool);
+        Ok(())
+    }
+
+    /// These tools without the ones named (for a sub-agent's).
+    pub(crate) fn without(&self, names: &[&str]) -> Toolbox {
+        let mut tools = self.clone();
+        for name in names {
+            tools.registry.remove(name);
+            tools.agents.remove(*name);
+        }
+        tools
+    }
+
+    /// Whether any of `calls` is an agent tool's (so the step needs a [`Parent`]).
+    pub(crate) fn calls_agents(&self, calls: &[ToolCall]) -> bool {
+        calls.iter().any(|c| self.agents.contains_key(&c.name))
     }
 
     /// Adds a tool source and its current tools (see [`ToolSource`]).
@@ -263,7 +308,7 @@ impl Toolbox {
 
     /// Whether the caller runs calls of `name`.
     pub(crate) fn is_client_side(&self, name: &str) -> bool {
-        self.registry.is_client_side(name)
+        self.registry.is_client_side(name) && !self.agents.contains_key(name)
     }
 
     /// `calls` (none client-side) in batches: each batch runs concurrently, batches one
@@ -272,10 +317,13 @@ impl Toolbox {
         let mut out: Vec<Vec<ToolCall>> = Vec::new();
         let mut open = false;
         for call in calls {
-            let safe = self
-                .registry
-                .annotations(&call.name)
-                .is_some_and(|a| a.concurrency_safe());
+            let safe = match self.agents.get(&call.name) {
+                Some(agent) => agent.concurrent(),
+                None => self
+                    .registry
+                    .annotations(&call.name)
+                    .is_some_and(|a| a.concurrency_safe()),
+            };
             match out.last_mut() {
                 Some(batch) if safe && open => batch.push(call),
                 _ => {
@@ -292,7 +340,8 @@ impl Toolbox {
     ///
     /// An unknown tool, arguments that are not a JSON object or do not fit the schema, a
     /// hook's deny, a tool's `Failed` or `InvalidArguments` all come back as a result with
-    /// `is_error: true` whose text says what to do.
+    /// `is_error: true` whose text says what to do. An agent tool's call ([`AgentTool`])
+    /// needs the agent that runs it: here, on its own, it is an error result.
     ///
     /// # Errors
     /// [`HaloError::ToolFatal`] (the tool's `Fatal`) and [`HaloError::Aborted`] (a hook's
@@ -301,18 +350,23 @@ impl Toolbox {
     /// # Cancel safety
     /// Dropping the future abandons the call; what the tool already did is not undone.
     pub async fn run(&self, call: &ToolCall) -> Result<ToolResult, HaloError> {
-        self.run_in_step(call, None).await
+        Ok(self.run_in_step(call, None, None).await?.0)
     }
 
-    /// [`run`](Self::run) within a step: `active` restricts the tools this step may call.
+    /// Runs one call through the hooks and its tool, in an `execute_tool` span. `active`
+    /// restricts the tools this step may call; `parent` is what an agent tool's call runs
+    /// with (an agent tool's call without one gets an error result). Returns the result and
+    /// the counters of the model calls the tool made ([`crate::ToolOutput::stats`]).
     ///
     /// # Errors
-    /// As [`run`](Self::run).
+    /// [`HaloError::ToolFatal`] and [`HaloError::Aborted`]; every other failure is an error
+    /// result the model reads.
     pub(crate) async fn run_in_step(
         &self,
         call: &ToolCall,
         active: Option<&[String]>,
-    ) -> Result<ToolResult, HaloError> {
+        parent: Option<&Arc<Parent>>,
+    ) -> Result<(ToolResult, Option<AgentStats>), HaloError> {
         let span = tracing::info_span!(
             "execute_tool",
             "gen_ai.operation.name" = "execute_tool",
@@ -321,10 +375,10 @@ impl Toolbox {
             "halo.tool.is_error" = Empty,
         );
         let result = self
-            .run_hooked(call, active)
+            .run_hooked(call, active, parent)
             .instrument(span.clone())
             .await?;
-        span.record("halo.tool.is_error", result.is_error);
+        span.record("halo.tool.is_error", result.0.is_error);
         Ok(result)
     }
 
@@ -333,7 +387,8 @@ impl Toolbox {
         &self,
         call: &ToolCall,
         active: Option<&[String]>,
-    ) -> Result<ToolResult, HaloError> {
+        parent: Option<&Arc<Parent>>,
+    ) -> Result<(ToolResult, Option<AgentStats>), HaloError> {
         let inactive = active.is_some_and(|names| !names.contains(&call.name));
         let checked = if inactive {
             let active = active.unwrap_or_default();
@@ -352,8 +407,8 @@ impl Toolbox {
         } else {
             self.registry.check(call)
         };
-        let mut result = match checked {
-            Err(message) => ToolResult::error(call, message),
+        let (mut result, stats) = match checked {
+            Err(message) => (ToolResult::error(call, message), None),
             Ok(mut args) => {
                 let mut denied = None;
                 for hook in &self.hooks {
@@ -388,22 +443,37 @@ impl Toolbox {
                         }
                     }
                 }
-                match denied {
-                    Some(message) => ToolResult::error(call, message),
-                    None => self
+                let fatal = |message| HaloError::ToolFatal {
+                    tool: call.name.clone(),
+                    message,
+                };
+                match (denied, self.agents.get(&call.name), parent) {
+                    (Some(message), _, _) => (ToolResult::error(call, message), None),
+                    (None, Some(agent), Some(parent)) => {
+                        let context = AgentContext::new(parent.clone(), call.clone());
+                        output_result(call, agent.call(context, args).await).map_err(fatal)?
+                    }
+                    (None, Some(_), None) => (
+                        ToolResult::error(
+                            call,
+                            format!(
+                                "`{}` runs the agent and cannot be run on its own here",
+                                call.name
+                            ),
+                        ),
+                        None,
+                    ),
+                    (None, None, _) => self
                         .registry
-                        .execute_checked(call, args)
+                        .execute_counted(call, args)
                         .await
-                        .map_err(|message| HaloError::ToolFatal {
-                            tool: call.name.clone(),
-                            message,
-                        })?,
+                        .map_err(fatal)?,
                 }
             }
         };
         for hook in &self.hooks {
             result = hook.after_tool_call(call, result).await;
         }
-        Ok(result)
+        Ok((result, stats))
     }
 }

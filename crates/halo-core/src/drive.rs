@@ -215,7 +215,11 @@ impl HaloAgent {
         &self,
         call: &crate::message::ToolCall,
     ) -> Result<ToolResult, HaloError> {
-        self.tools.run(call).await
+        let parent = self
+            .tools
+            .calls_agents(std::slice::from_ref(call))
+            .then(|| std::sync::Arc::new(self.parent(None)));
+        Ok(self.tools.run_in_step(call, None, parent.as_ref()).await?.0)
     }
 
     /// The one run loop. `input` starts a run (`None` resumes); `streaming` picks the
@@ -533,19 +537,27 @@ impl HaloAgent {
                             .filter(|c| !client.iter().any(|k| k.id == c.id))
                             .collect();
                         let mut fatal = None;
+                        // Agent tools run with a snapshot of this agent (`delegate.rs`).
+                        let parent = self
+                            .tools
+                            .calls_agents(&server)
+                            .then(|| std::sync::Arc::new(self.parent(active.clone())));
                         for batch in self.tools.batches(server) {
                             let tools = &self.tools;
                             let active = active.as_deref();
+                            let parent = parent.as_ref();
                             let mut running: FuturesUnordered<_> = batch
                                 .iter()
-                                .map(|call| tools.run_in_step(call, active).instrument(step_span.clone()))
+                                .map(|call| tools.run_in_step(call, active, parent).instrument(step_span.clone()))
                                 .collect();
                             let mut done = Vec::with_capacity(batch.len());
+                            let mut delegated = Vec::new();
                             while let Some(result) = running.next().await {
                                 match result {
-                                    Ok(result) => {
+                                    Ok((result, stats)) => {
                                         yield AgentEvent::ToolResult(result.clone());
                                         done.push(result);
+                                        delegated.extend(stats);
                                     }
                                     Err(e) => {
                                         fatal = Some(e);
@@ -554,6 +566,9 @@ impl HaloAgent {
                                 }
                             }
                             drop(running);
+                            for stats in &delegated {
+                                self.state.record_delegated(stats);
+                            }
                             if fatal.is_some() {
                                 break;
                             }

@@ -996,6 +996,30 @@ impl RunState {
         self.stats.tool_call_repairs += n as u64;
     }
 
+    /// Adds the counters of a run a tool made on the agent's behalf (a sub-agent's, a
+    /// plan's: [`ToolOutput::stats`](crate::ToolOutput::stats)) to this run's
+    /// ([`AgentStats::add_delegated`]). Not journaled: a session restored from its journal
+    /// counts only its own model calls.
+    pub fn record_delegated(&mut self, stats: &AgentStats) {
+        self.stats.add_delegated(stats);
+    }
+
+    /// A state for a run on a fork of this one ([`crate::delegate`]): the same history (a
+    /// clone of the log, which remembers where it forked) and the same ledger and prefix
+    /// fingerprint, so the fork's first request is predicted to read everything this
+    /// state's last request carried from the cache; no step in flight, no journal, counters
+    /// from zero.
+    pub fn fork(&self) -> RunState {
+        RunState {
+            log: self.log.clone(),
+            ledger: self.ledger.clone(),
+            last_fingerprint: self.last_fingerprint,
+            journaled_fingerprint: self.journaled_fingerprint,
+            calibration: self.calibration,
+            ..RunState::new(MessageLog::with_capacity(0))
+        }
+    }
+
     /// This run's counters so far.
     pub fn run_stats(&self) -> AgentStats {
         self.stats.since(&self.run_start)

@@ -46,6 +46,7 @@ pub mod agent;
 pub mod cancel;
 pub mod clock;
 pub mod context;
+pub mod delegate;
 mod dispatch;
 mod drive;
 pub mod engine;
@@ -77,6 +78,7 @@ pub use context::{
     Compaction, Compactor, ContextBudget, ContextConfig, ContextPlan, ContextStrategy,
     DEFAULT_CONTEXT_WINDOW, ModelCompactor, TokenEstimator,
 };
+pub use delegate::{AgentContext, AgentTool};
 pub use dispatch::Toolbox;
 pub use engine::{Next, PendingStep, RunState};
 pub use error::HaloError;

@@ -54,6 +54,10 @@ pub struct AgentStats {
     /// Changes a [`RepairStrategy`](crate::RepairStrategy) made to the model's tool calls
     /// (a tool name or an argument string each).
     pub tool_call_repairs: u64,
+    /// Model calls made by the agent's tools on its behalf — sub-agents' and plans' runs
+    /// ([`crate::delegate`]) — whose counters were added to these (so `steps` and the token
+    /// counts include them).
+    pub delegated_steps: u64,
 }
 
 impl AgentStats {
@@ -99,7 +103,52 @@ impl AgentStats {
             tool_call_repairs: self
                 .tool_call_repairs
                 .saturating_sub(earlier.tool_call_repairs),
+            delegated_steps: self.delegated_steps.saturating_sub(earlier.delegated_steps),
         }
+    }
+
+    /// Adds the counters of a run made on this agent's behalf (a sub-agent's, a plan's:
+    /// [`ToolOutput::stats`](crate::ToolOutput::stats)), field by field; its model calls
+    /// are also counted in [`delegated_steps`](Self::delegated_steps).
+    pub fn add_delegated(&mut self, other: &AgentStats) {
+        let AgentStats {
+            steps,
+            input_tokens,
+            output_tokens,
+            cache_read_tokens,
+            cache_write_tokens,
+            cache_reported_input_tokens,
+            cache_reported_read_tokens,
+            calls_without_cache_info,
+            prefix_fingerprint_changes,
+            tool_calls,
+            expected_cached_tokens,
+            cache_busts,
+            history_rewrites,
+            compactions,
+            compaction_input_tokens,
+            compaction_cache_read_tokens,
+            tool_call_repairs,
+            delegated_steps: _,
+        } = *other;
+        self.steps += steps;
+        self.input_tokens += input_tokens;
+        self.output_tokens += output_tokens;
+        self.cache_read_tokens += cache_read_tokens;
+        self.cache_write_tokens += cache_write_tokens;
+        self.cache_reported_input_tokens += cache_reported_input_tokens;
+        self.cache_reported_read_tokens += cache_reported_read_tokens;
+        self.calls_without_cache_info += calls_without_cache_info;
+        self.prefix_fingerprint_changes += prefix_fingerprint_changes;
+        self.tool_calls += tool_calls;
+        self.expected_cached_tokens += expected_cached_tokens;
+        self.cache_busts += cache_busts;
+        self.history_rewrites += history_rewrites;
+        self.compactions += compactions;
+        self.compaction_input_tokens += compaction_input_tokens;
+        self.compaction_cache_read_tokens += compaction_cache_read_tokens;
+        self.tool_call_repairs += tool_call_repairs;
+        self.delegated_steps += steps;
     }
 
     /// Cache reads over input tokens, counting only the calls that reported both (so at most

@@ -16,14 +16,23 @@ use serde_json::Value;
 
 use crate::message::{ToolCall, ToolResult};
 use crate::prefix::{PrefixError, ToolSpec};
+use crate::stats::AgentStats;
 
 /// What a tool returns to the model.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Build it with [`text`](Self::text) or [`error`](Self::error) and the `with_*` methods;
+/// the fields are public for reading.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ToolOutput {
     /// The text the model reads.
     pub content: String,
     /// Marks the result as an error for the model (the run goes on).
     pub is_error: bool,
+    /// The counters of the model calls the tool made itself — a sub-agent's or a plan's run
+    /// ([`crate::delegate`]): the engine adds them to the calling agent's [`AgentStats`]
+    /// ([`AgentStats::delegated_steps`] counts their model calls). Not part of the result
+    /// the model reads, and not journaled.
+    pub stats: Option<AgentStats>,
 }
 
 impl ToolOutput {
@@ -31,7 +40,7 @@ impl ToolOutput {
     pub fn text(content: impl Into<String>) -> Self {
         ToolOutput {
             content: content.into(),
-            is_error: false,
+            ..ToolOutput::default()
         }
     }
     /// An error output for the model: `content` exactly as given, marked `is_error`; the run
@@ -41,7 +50,14 @@ impl ToolOutput {
         ToolOutput {
             content: content.into(),
             is_error: true,
+            ..ToolOutput::default()
         }
+    }
+
+    /// Attaches the counters of the model calls the tool made (see [`stats`](Self::stats)).
+    pub fn with_stats(mut self, stats: AgentStats) -> Self {
+        self.stats = Some(stats);
+        self
     }
 }
 
@@ -365,9 +381,10 @@ fn const_choices(schema: &Value, at: &str, out: &mut BTreeMap<String, Vec<Value>
 /// Tools by name, with their compiled parameter schemas and their executors (none for a
 /// client-side tool). The specs themselves live in the [`StablePrefix`](crate::StablePrefix):
 /// [`insert`](Self::insert) hands the spec back for it.
-#[derive(Default)]
+/// Cheap to clone: clones share the tools and their compiled schemas.
+#[derive(Default, Clone)]
 pub struct ToolRegistry {
-    tools: BTreeMap<String, Registered>,
+    tools: BTreeMap<String, Arc<Registered>>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -421,14 +438,14 @@ impl ToolRegistry {
         const_choices(&spec.parameters, "", &mut choices);
         self.tools.insert(
             spec.name.clone(),
-            Registered {
+            Arc::new(Registered {
                 tool,
                 spec: spec.clone(),
                 annotations,
                 validator,
                 schema: spec.parameters.to_string(),
                 choices,
-            },
+            }),
         );
         Ok(())
     }
@@ -583,31 +600,62 @@ impl ToolRegistry {
         call: &ToolCall,
         args: Value,
     ) -> Result<ToolResult, String> {
+        Ok(self.execute_counted(call, args).await?.0)
+    }
+
+    /// [`execute_checked`](Self::execute_checked), with the counters the tool reported
+    /// ([`ToolOutput::stats`]).
+    pub(crate) async fn execute_counted(
+        &self,
+        call: &ToolCall,
+        args: Value,
+    ) -> Result<(ToolResult, Option<AgentStats>), String> {
         let Some(tool) = self.tools.get(&call.name).and_then(|r| r.tool.as_ref()) else {
-            return Ok(ToolResult::error(
-                call,
-                if self.tools.contains_key(&call.name) {
-                    format!(
-                        "`{}` is run by the application, not by the agent, and no result was given",
-                        call.name
-                    )
-                } else {
-                    self.unknown(&call.name)
-                },
+            return Ok((
+                ToolResult::error(
+                    call,
+                    if self.tools.contains_key(&call.name) {
+                        format!(
+                            "`{}` is run by the application, not by the agent, and no result was given",
+                            call.name
+                        )
+                    } else {
+                        self.unknown(&call.name)
+                    },
+                ),
+                None,
             ));
         };
-        match tool.call_json(args).await {
-            Ok(out) => Ok(ToolResult {
+        output_result(call, tool.call_json(args).await)
+    }
+}
+
+/// The result the model reads for a tool's answer, and the counters the tool reported
+/// ([`ToolOutput::stats`]).
+///
+/// # Errors
+/// [`ToolError::Fatal`]'s message; every other failure is an error result.
+pub(crate) fn output_result(
+    call: &ToolCall,
+    answer: Result<ToolOutput, ToolError>,
+) -> Result<(ToolResult, Option<AgentStats>), String> {
+    match answer {
+        Ok(out) => Ok((
+            ToolResult {
                 is_error: out.is_error,
                 ..ToolResult::ok(call, out.content)
-            }),
-            Err(ToolError::Fatal(msg)) => Err(msg),
-            Err(e @ ToolError::InvalidArguments(_)) => Ok(ToolResult::error(
+            },
+            out.stats,
+        )),
+        Err(ToolError::Fatal(msg)) => Err(msg),
+        Err(e @ ToolError::InvalidArguments(_)) => Ok((
+            ToolResult::error(
                 call,
                 format!("{e}; call `{}` again with corrected arguments", call.name),
-            )),
-            Err(e) => Ok(ToolResult::error(call, format!("error: {e}"))),
-        }
+            ),
+            None,
+        )),
+        Err(e) => Ok((ToolResult::error(call, format!("error: {e}")), None)),
     }
 }
 

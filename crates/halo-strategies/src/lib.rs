@@ -35,6 +35,14 @@
 //! Both are pure and synchronous; halo-core's driver applies what they decide (see
 //! [`halo_core::repair`]).
 //!
+//! **Agents** (issue 14 §5–7, on halo-core's agent tools, [`halo_core::delegate`]):
+//! [`Plan`] is the `plan {"task"}` tool (3 to 5 typed steps run in the caller's context on
+//! a fork, `plan` not callable meanwhile, the prefix unchanged) and [`PlanExt`] its
+//! plan-then-execute method; [`Subagent`] is `subagent {"role", "task"}` (a fresh agent
+//! per call, its prompt from the role, the caller's tools minus itself, a depth limit, its
+//! usage in the caller's stats); [`Team`] holds named, persistent agents with inboxes
+//! (`hire`, `send`, `broadcast`, `run`, `disband`). See `docs/agents.md`.
+//!
 //! ```
 //! use halo_core::{HaloAgent, async_trait, DynTool, ToolError, ToolOutput, ToolSpec};
 //! use halo_core::testing::ScriptedModel;
@@ -78,11 +86,17 @@
 pub mod arguments;
 pub mod loops;
 pub mod names;
+pub mod plan;
 pub mod repair;
+pub mod subagent;
+pub mod team;
 mod tiered;
 mod truncate;
 
 pub use loops::LoopSuppression;
+pub use plan::{Plan, PlanExt, PlanReport, PlanSteps, StepOutcome};
 pub use repair::{BasicRepair, RetryBudget};
+pub use subagent::Subagent;
+pub use team::{Letter, Member, Team, TeamError};
 pub use tiered::{EVICTED_KEY, TieredStrategy, is_evicted, placeholder};
 pub use truncate::TruncateStrategy;

@@ -128,6 +128,7 @@ pub fn session_hooks(permissions: Permissions) -> (Vec<Arc<dyn ToolHook>>, &'sta
             "workspace-write: edits run; stdin is not a terminal, so commands are denied (pass --yes to run them)",
         )
     };
+    let policy = crate::agents::classify(policy);
     let hooks: Vec<Arc<dyn ToolHook>> = vec![
         Arc::new(CommandDenylist::new()),
         Arc::new(policy),

@@ -9,8 +9,10 @@
 //! ([`window_source`] says where the window came from), `BasicRepair` and `LoopSuppression`
 //! (the `model_tasks` benchmark does not apply them yet; its tasks take two steps, where
 //! they change nothing). [`approval`] holds the
-//! session's safety hooks and the terminal approval prompt.
+//! session's safety hooks and the terminal approval prompt; [`agents`] the `plan` and
+//! `subagent` tools a hosted model gets.
 
+pub mod agents;
 pub mod approval;
 
 use std::sync::Arc;

@@ -360,6 +360,11 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
             sandbox.capabilities().isolation
         ));
         builder = builder.tools(tools)?;
+        builder = coder::agents::agent_tools(builder)?;
+        out.line(format_args!(
+            "agents: {}",
+            coder::agents::AGENT_TOOLS.join(", ")
+        ));
         if let Some(config) = &mcp_config {
             let (clients, lines) = mcp::start(config).await;
             for line in lines {

@@ -1,6 +1,7 @@
 //! Integration tests of halo-core (one binary; modules by subject).
 
 mod agent_loop;
+mod delegate;
 mod engine;
 mod engine_props;
 mod hooks;

@@ -3,8 +3,8 @@
 
 use halo_core::sandbox::{ExecRequest, SandboxPath};
 use halo_core::{
-    DynTool, HaloAgent, ModelAdapter, ModelRequest, Sandbox, SharedModel, SharedSandbox, ToolCall,
-    ToolHook, ToolResult, ToolSource,
+    AgentContext, AgentTool, DynTool, HaloAgent, ModelAdapter, ModelRequest, Sandbox, SharedModel,
+    SharedSandbox, ToolCall, ToolHook, ToolResult, ToolSource,
 };
 
 fn assert_send<T: Send>(_: &T) {}
@@ -16,7 +16,9 @@ fn dyn_traits_are_object_safe(
     tool: std::sync::Arc<dyn DynTool>,
     hook: std::sync::Arc<dyn ToolHook>,
     source: std::sync::Arc<dyn ToolSource>,
+    agent_tool: std::sync::Arc<dyn AgentTool>,
 ) {
+    let _: &dyn AgentTool = &*agent_tool;
     let _: &dyn ModelAdapter = &*model;
     let _: &dyn Sandbox = &*sandbox;
     let _: &dyn DynTool = &*tool;
@@ -52,6 +54,11 @@ fn toolbox_is_shareable_and_its_run_future_is_send(tools: &halo_core::Toolbox, c
     fn assert_sync<T: Send + Sync>(_: &T) {}
     assert_sync(tools);
     assert_send(&tools.run(call));
+}
+
+#[allow(dead_code)]
+fn agent_tool_future_is_send(tool: &dyn AgentTool, context: AgentContext) {
+    assert_send(&tool.call(context, serde_json::json!({})));
 }
 
 #[allow(dead_code)]

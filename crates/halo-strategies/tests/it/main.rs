@@ -6,15 +6,20 @@
 //! share, and over random sessions the invariants of the seam hold (`session`, `truncate`,
 //! `context_props`). Repair: the repair tables, loop detection, the strategies inside a
 //! `HaloAgent` on the scripted model, and property tests (`agent`, `arguments`, `loops`,
-//! `names`, `props`).
+//! `names`, `props`). Agents: the plan tool and plan-then-execute, sub-agents, teams (`plan`,
+//! `subagent`, `team`; shared pieces in `agent_tools`).
 
 mod agent;
+mod agent_tools;
 mod arguments;
 mod context_props;
 mod loops;
 mod names;
+mod plan;
 mod props;
 mod session;
+mod subagent;
+mod team;
 mod truncate;
 
 /// A file of `tests/data`, parsed.

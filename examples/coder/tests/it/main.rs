@@ -2,9 +2,11 @@
 //! (`halo_adapters::sim::openai::OpenAiSim`) running in the test process: sessions, resume in
 //! a new process with byte-identical requests, the `--json` lines, kill -9 at random
 //! moments, `bash` confined by the OS sandbox, and `--context-window` keeping 40 reads inside
-//! a 16k window. Built without the `local` feature: the
+//! a 16k window, `plan` and `subagent` offered to a hosted model. Built without the
+//! `local` feature: the
 //! coder gets its model from `OPENAI_*`.
 
+mod agents;
 mod context;
 mod kill;
 mod mcp;

@@ -41,7 +41,11 @@ impl DynTool for Remote {
             .await
             .map_err(|e| ToolError::Failed(e.to_string()))?;
         let (content, is_error) = text(&result);
-        Ok(ToolOutput { content, is_error })
+        Ok(ToolOutput {
+            content,
+            is_error,
+            ..Default::default()
+        })
     }
 }
 
