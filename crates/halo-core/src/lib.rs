@@ -69,6 +69,7 @@ mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tool;
+pub mod zones;
 
 pub use agent::{DEFAULT_MAX_STEPS, HaloAgent, HaloAgentBuilder};
 pub use cancel::CancelToken;
@@ -103,6 +104,7 @@ pub use session::{JournalEvent, JournalOutcome, MemoryStore, SessionError, Sessi
 pub use stats::AgentStats;
 pub use steering::SteeringHandle;
 pub use tool::{DynTool, NoArgs, Tool, ToolAnnotations, ToolError, ToolOutput, ToolRegistry};
+pub use zones::{PromptZones, ZoneSection};
 
 /// The attribute that the object-safe async traits ([`ModelAdapter`], [`Sandbox`],
 /// [`DynTool`], [`ToolHook`]) and their impls carry, re-exported so an implementing crate needs no

@@ -24,6 +24,10 @@ pub struct ToolOutput {
     pub content: String,
     /// Marks the result as an error for the model (the run goes on).
     pub is_error: bool,
+    /// Marks the logged result discardable: a context strategy drops or evicts it first
+    /// (a loaded skill body, which the model can load again). Set it with
+    /// [`discardable`](Self::discardable).
+    pub discardable: bool,
 }
 
 impl ToolOutput {
@@ -32,6 +36,7 @@ impl ToolOutput {
         ToolOutput {
             content: content.into(),
             is_error: false,
+            discardable: false,
         }
     }
     /// An error output for the model: `content` exactly as given, marked `is_error`; the run
@@ -41,7 +46,22 @@ impl ToolOutput {
         ToolOutput {
             content: content.into(),
             is_error: true,
+            discardable: false,
         }
+    }
+
+    /// This output, its logged result marked discardable
+    /// ([`MessageLog::is_discardable`](crate::MessageLog::is_discardable)): a context
+    /// strategy drops or evicts it before anything else.
+    ///
+    /// ```
+    /// use halo_core::ToolOutput;
+    /// assert!(ToolOutput::text("skill body").discardable().discardable);
+    /// ```
+    #[must_use]
+    pub fn discardable(mut self) -> Self {
+        self.discardable = true;
+        self
     }
 }
 
@@ -549,6 +569,7 @@ impl ToolRegistry {
         match tool.call_json(args).await {
             Ok(out) => Ok(ToolResult {
                 is_error: out.is_error,
+                discardable: out.discardable,
                 ..ToolResult::ok(call, out.content)
             }),
             Err(ToolError::Fatal(msg)) => Err(msg),

@@ -8,3 +8,4 @@ mod output;
 mod send_and_object_safety;
 mod streaming;
 mod tracing_spans;
+mod zones;
