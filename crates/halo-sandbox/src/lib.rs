@@ -67,6 +67,7 @@
 //! ```
 
 mod container;
+pub mod harness;
 mod memory;
 pub mod policy;
 mod search;
