@@ -147,12 +147,20 @@ impl Memory {
     ///
     /// # Errors
     /// The sandbox's error when the file cannot be written.
-    pub async fn append(&self, task: &str, result: &str, now_ms: u64) -> Result<bool, SandboxError> {
+    pub async fn append(
+        &self,
+        task: &str,
+        result: &str,
+        now_ms: u64,
+    ) -> Result<bool, SandboxError> {
         if !self.config.enabled {
             return Ok(false);
         }
         self.sandbox
-            .append(&self.config.path, Self::entry(task, result, now_ms).into_bytes())
+            .append(
+                &self.config.path,
+                Self::entry(task, result, now_ms).into_bytes(),
+            )
             .await?;
         Ok(true)
     }

@@ -18,7 +18,8 @@ pub mod skills;
 use std::fmt;
 
 pub use memory::{
-    DEFAULT_MEMORY_LINES, DEFAULT_MEMORY_PATH, MAX_ENTRY_CHARS, Memory, MemoryConfig, MemorySnapshot,
+    DEFAULT_MEMORY_LINES, DEFAULT_MEMORY_PATH, MAX_ENTRY_CHARS, Memory, MemoryConfig,
+    MemorySnapshot,
 };
 pub use rules::{RULES_DIR, RULES_FILES, Rules, load_rules};
 pub use skills::{

@@ -156,7 +156,12 @@ mod tests {
         assert_eq!(c.skills[0].description.len(), 100, "the short one is kept");
         assert!(c.skills[1].description.ends_with("..."));
         assert!(c.tokens <= 400, "{} tokens", c.tokens);
-        assert!(c.note().unwrap().body.contains("2 of the 3 skill descriptions"));
+        assert!(
+            c.note()
+                .unwrap()
+                .body
+                .contains("2 of the 3 skill descriptions")
+        );
         assert_eq!(catalog(&s, 400), c, "deterministic");
     }
 }

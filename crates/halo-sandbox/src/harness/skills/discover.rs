@@ -80,8 +80,10 @@ impl SkillDiscovery {
                 Ok(entries) => entries,
                 Err(SandboxError::NotFound { .. } | SandboxError::NotDirectory { .. }) => continue,
                 Err(e) => {
-                    set.diagnostics
-                        .push(Diagnostic::warning(dir.as_str(), format!("cannot be listed: {e}")));
+                    set.diagnostics.push(Diagnostic::warning(
+                        dir.as_str(),
+                        format!("cannot be listed: {e}"),
+                    ));
                     continue;
                 }
             };
@@ -145,7 +147,10 @@ async fn load(
         Ok(m) if m.len > MAX_SKILL_FILE_BYTES => {
             set.diagnostics.push(Diagnostic::skipped(
                 path,
-                format!("it is {} bytes, over the {MAX_SKILL_FILE_BYTES}-byte limit", m.len),
+                format!(
+                    "it is {} bytes, over the {MAX_SKILL_FILE_BYTES}-byte limit",
+                    m.len
+                ),
             ));
             return None;
         }

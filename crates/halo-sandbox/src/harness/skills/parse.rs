@@ -180,11 +180,12 @@ pub fn parse_skill(bytes: &[u8], folder: &str) -> Result<ParsedSkill, SkillProbl
     let metadata = match fields.get("metadata") {
         None | Some(Value::Null) => BTreeMap::new(),
         Some(Value::Mapping(m)) => {
-            if front
-                .lines()
-                .any(|l| l.starts_with("metadata:") && l["metadata:".len()..].trim_start().starts_with('{'))
-            {
-                warnings.push("`metadata` is written in flow style `{...}`; it was read as a mapping".into());
+            if front.lines().any(|l| {
+                l.starts_with("metadata:") && l["metadata:".len()..].trim_start().starts_with('{')
+            }) {
+                warnings.push(
+                    "`metadata` is written in flow style `{...}`; it was read as a mapping".into(),
+                );
             }
             let mut out = BTreeMap::new();
             for (k, v) in m {
@@ -220,14 +221,14 @@ pub fn parse_skill(bytes: &[u8], folder: &str) -> Result<ParsedSkill, SkillProbl
                 return problem("`allowed-tools` must be a space-separated string".into());
             };
             warnings.push(
-                "`allowed-tools` is a YAML list; the spec's form is a space-separated string".into(),
+                "`allowed-tools` is a YAML list; the spec's form is a space-separated string"
+                    .into(),
             );
             Some(names.join(" "))
         }
-        Some(v) => Some(
-            scalar(v)
-                .ok_or_else(|| SkillProblem("`allowed-tools` must be a space-separated string".into()))?,
-        ),
+        Some(v) => Some(scalar(v).ok_or_else(|| {
+            SkillProblem("`allowed-tools` must be a space-separated string".into())
+        })?),
     };
     Ok(ParsedSkill {
         file: SkillFile {
@@ -299,7 +300,9 @@ fn quote_colon_values(front: &str) -> Option<(String, Vec<String>)> {
         let fixed = body.split_once(": ").and_then(|(key, value)| {
             let plain = !key.is_empty()
                 && !key.starts_with([' ', '\t', '#', '-'])
-                && key.chars().all(|c| c.is_alphanumeric() || c == '-' || c == '_');
+                && key
+                    .chars()
+                    .all(|c| c.is_alphanumeric() || c == '-' || c == '_');
             let value = value.trim();
             let quotable = value.contains(": ")
                 && !value.starts_with(['"', '\'', '|', '>', '{', '[', '&', '*', '!']);
@@ -380,20 +383,52 @@ mod tests {
     #[test]
     fn unusable_files_name_the_problem() {
         let cases = [
-            ("name: a\ndescription: b\n", "a", "does not start with YAML frontmatter"),
+            (
+                "name: a\ndescription: b\n",
+                "a",
+                "does not start with YAML frontmatter",
+            ),
             ("---\nname: a\ndescription: b\n", "a", "not closed"),
             ("---\n- a\n- b\n---\n", "a", "not a YAML mapping"),
-            ("---\nname: a\ndescription: [unclosed\n---\n", "a", "not valid YAML"),
+            (
+                "---\nname: a\ndescription: [unclosed\n---\n",
+                "a",
+                "not valid YAML",
+            ),
             ("---\ndescription: b\n---\n", "a", "`name` is missing"),
-            ("---\nname: Bad--Name\ndescription: b\n---\n", "Bad--Name", "must be lowercase"),
-            ("---\nname: bad--name\ndescription: b\n---\n", "bad--name", "must not contain `--`"),
+            (
+                "---\nname: Bad--Name\ndescription: b\n---\n",
+                "Bad--Name",
+                "must be lowercase",
+            ),
+            (
+                "---\nname: bad--name\ndescription: b\n---\n",
+                "bad--name",
+                "must not contain `--`",
+            ),
             ("---\nname: -a\ndescription: b\n---\n", "-a", "start or end"),
             ("---\nname: a_b\ndescription: b\n---\n", "a_b", "has `_`"),
-            ("---\nname: a\ndescription: b\n---\n", "b", "does not match its folder `b`"),
+            (
+                "---\nname: a\ndescription: b\n---\n",
+                "b",
+                "does not match its folder `b`",
+            ),
             ("---\nname: a\n---\n", "a", "`description` is missing"),
-            ("---\nname: a\ndescription: \"\"\n---\n", "a", "`description` is missing or empty"),
-            ("---\nname: a\ndescription: b\nmetadata: x\n---\n", "a", "`metadata` must be a mapping"),
-            ("---\nname: a\ndescription: {x: y}\n---\n", "a", "`description` must be a string"),
+            (
+                "---\nname: a\ndescription: \"\"\n---\n",
+                "a",
+                "`description` is missing or empty",
+            ),
+            (
+                "---\nname: a\ndescription: b\nmetadata: x\n---\n",
+                "a",
+                "`metadata` must be a mapping",
+            ),
+            (
+                "---\nname: a\ndescription: {x: y}\n---\n",
+                "a",
+                "`description` must be a string",
+            ),
         ];
         for (text, folder, want) in cases {
             let got = err(text, folder);
@@ -403,9 +438,17 @@ mod tests {
         assert!(err(&long, &"a".repeat(65)).contains("65 characters"));
         let long = format!("---\nname: a\ndescription: {}\n---\n", "d".repeat(1025));
         assert!(err(&long, "a").contains("1025 characters"));
-        let long = format!("---\nname: a\ndescription: b\ncompatibility: {}\n---\n", "c".repeat(501));
+        let long = format!(
+            "---\nname: a\ndescription: b\ncompatibility: {}\n---\n",
+            "c".repeat(501)
+        );
         assert!(err(&long, "a").contains("not 501"));
-        assert!(parse_skill(b"---\nname: a\ndescription: \xff\n---\n", "a").unwrap_err().0.contains("UTF-8"));
+        assert!(
+            parse_skill(b"---\nname: a\ndescription: \xff\n---\n", "a")
+                .unwrap_err()
+                .0
+                .contains("UTF-8")
+        );
     }
 
     #[test]

@@ -67,9 +67,8 @@ pub(super) async fn run_skill(
 ) -> Result<ToolOutput, ToolError> {
     let mut globs = GlobSetBuilder::new();
     for g in output_files {
-        let glob = Glob::new(g).map_err(|e| {
-            ToolError::Failed(format!("invalid glob `{g}` in output_files: {e}"))
-        })?;
+        let glob = Glob::new(g)
+            .map_err(|e| ToolError::Failed(format!("invalid glob `{g}` in output_files: {e}")))?;
         globs.add(glob);
     }
     let globs = globs
@@ -174,10 +173,19 @@ pub(super) async fn run_skill(
     let _ = write!(
         text,
         "\nskill staged at {stage_q}/skill ({}, sha256 {})",
-        if unchanged { "unchanged, not copied" } else { "copied" },
+        if unchanged {
+            "unchanged, not copied"
+        } else {
+            "copied"
+        },
         &hash[..12]
     );
-    let _ = write!(text, "\n<stdout>\n{}\n</stdout>\n<stderr>\n{}\n</stderr>", out.stdout.trim_end(), out.stderr.trim_end());
+    let _ = write!(
+        text,
+        "\n<stdout>\n{}\n</stdout>\n<stderr>\n{}\n</stderr>",
+        out.stdout.trim_end(),
+        out.stderr.trim_end()
+    );
 
     if !output_files.is_empty() {
         let out_dir = stage.join("out").map_err(failed)?;
