@@ -11,6 +11,7 @@
 mod agent;
 mod arguments;
 mod context_props;
+mod discardable;
 mod loops;
 mod names;
 mod props;
