@@ -40,6 +40,7 @@
 //! The small embedded model always runs read-only.
 
 mod cli;
+mod harness;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -312,6 +313,8 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
     } = pick_model()?;
     out.line(format_args!("model: {desc}"));
     let window_source = coder::window_source(cli.context_window, &*model);
+    let model_window = model.context_window();
+    let mut harness = None;
     out.line(format_args!("folder: {}", cli.dir.display()));
 
     let mut builder = HaloAgent::builder_shared(model)
@@ -337,6 +340,16 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
             sandbox.capabilities().isolation
         ));
         builder = builder.tools(tools)?;
+        let window = cli
+            .context_window
+            .or(model_window)
+            .unwrap_or(halo_core::DEFAULT_CONTEXT_WINDOW);
+        let loaded = harness::load(Arc::new(sandbox.clone()), SYSTEM, window).await;
+        loaded.lines.iter().for_each(|l| out.line(l));
+        builder = builder
+            .zones(loaded.zones.clone())
+            .tools(loaded.tools.clone())?;
+        harness = Some(loaded);
     }
     let (hooks, policy) = approval::session_hooks(permissions);
     out.line(format_args!("policy: {policy}"));
@@ -392,7 +405,19 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
     };
 
     let started = Instant::now();
-    let outcome = run(&mut agent, task, out, cli.session.as_deref(), started).await;
+    let outcome = run(
+        &mut agent,
+        task.clone(),
+        out,
+        cli.session.as_deref(),
+        started,
+    )
+    .await;
+    if let (Some(h), Some(task)) = (&harness, &task)
+        && let Some(warning) = h.remember(task, &agent, &outcome).await
+    {
+        out.line(warning);
+    }
     if let Some(gemini) = gemini {
         match gemini.delete_cached_content().await {
             Ok(Some(name)) => out.line(format_args!(

@@ -6,6 +6,7 @@
 //! coder gets its model from `OPENAI_*`.
 
 mod context;
+mod harness;
 mod kill;
 mod sandbox;
 mod session;
