@@ -64,6 +64,7 @@ pub fn run() -> anyhow::Result<()> {
         "xtask interop: the ai package accepted halo-stream's output ({:.1} s)",
         started.elapsed().as_secs_f64()
     );
+    crate::interop_skills::run(&root)?;
 
     if std::env::var_os("HALO_SKIP_BROWSER").is_some_and(|v| v != "0") {
         eprintln!("skip: the web-chat browser test (HALO_SKIP_BROWSER is set)");

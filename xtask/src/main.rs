@@ -26,6 +26,7 @@ mod cli;
 mod demo;
 mod fresh;
 mod interop;
+mod interop_skills;
 mod model;
 mod prereqs;
 mod release;

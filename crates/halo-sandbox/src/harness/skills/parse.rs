@@ -180,9 +180,7 @@ pub fn parse_skill(bytes: &[u8], folder: &str) -> Result<ParsedSkill, SkillProbl
     let metadata = match fields.get("metadata") {
         None | Some(Value::Null) => BTreeMap::new(),
         Some(Value::Mapping(m)) => {
-            if front.lines().any(|l| {
-                l.starts_with("metadata:") && l["metadata:".len()..].trim_start().starts_with('{')
-            }) {
+            if is_flow_metadata(front) {
                 warnings.push(
                     "`metadata` is written in flow style `{...}`; it was read as a mapping".into(),
                 );
@@ -195,12 +193,9 @@ pub fn parse_skill(bytes: &[u8], folder: &str) -> Result<ParsedSkill, SkillProbl
                 let value = match v {
                     Value::String(s) => s.clone(),
                     other => {
-                        let text = scalar(other).unwrap_or_else(|| {
-                            serde_norway::to_string(other)
-                                .unwrap_or_default()
-                                .trim_end()
-                                .to_string()
-                        });
+                        // A nested value is kept as one line of JSON.
+                        let text = scalar(other)
+                            .unwrap_or_else(|| serde_json::to_string(other).unwrap_or_default());
                         warnings.push(format!(
                             "`metadata.{key}` is not a string; it was read as `{text}`"
                         ));
@@ -242,6 +237,24 @@ pub fn parse_skill(bytes: &[u8], folder: &str) -> Result<ParsedSkill, SkillProbl
         },
         warnings,
     })
+}
+
+/// Whether `metadata` is written in flow style: `metadata: {` on its line, or `{` opening
+/// the next non-empty line.
+fn is_flow_metadata(front: &str) -> bool {
+    let mut lines = front.lines();
+    while let Some(line) = lines.next() {
+        if let Some(rest) = line.strip_prefix("metadata:") {
+            let rest = rest.trim();
+            if !rest.is_empty() {
+                return rest.starts_with('{');
+            }
+            return lines
+                .find(|l| !l.trim().is_empty())
+                .is_some_and(|l| l.trim_start().starts_with('{'));
+        }
+    }
+    false
 }
 
 /// The spec's `name` rules, and the folder match.
