@@ -81,19 +81,22 @@ pub async fn load(sandbox: SharedSandbox, system: &str, context_window: u64) -> 
 }
 
 impl Harness {
-    /// Appends the memory entry for `task`: the run's last answer, or its error.
+    /// Appends the memory entry for a finished `task`: the run's last answer.
     pub async fn remember(
         &self,
         task: &str,
         agent: &HaloAgent,
         outcome: &anyhow::Result<()>,
     ) -> Option<String> {
-        let result = match outcome {
-            Err(e) => format!("failed: {e:#}"),
-            Ok(()) => match agent.log().last() {
-                Some(Message::Assistant(turn)) if !turn.text.is_empty() => turn.text.clone(),
-                _ => "finished without an answer".to_string(),
-            },
+        // A run that stopped early (max steps, an error, `q` at a prompt) writes nothing:
+        // `--resume` then reads the memory the interrupted run read, so its prefix and its
+        // requests are those of an uninterrupted run.
+        if outcome.is_err() {
+            return None;
+        }
+        let result = match agent.log().last() {
+            Some(Message::Assistant(turn)) if !turn.text.is_empty() => turn.text.clone(),
+            _ => "finished without an answer".to_string(),
         };
         match self
             .memory
