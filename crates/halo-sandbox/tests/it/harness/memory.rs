@@ -1,3 +1,6 @@
+//! The memory file (issue 14 §3): atomic appends under concurrent writers on both
+//! sandboxes, the snapshot of the last lines, memory off.
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 

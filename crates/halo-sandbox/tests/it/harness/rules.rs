@@ -1,3 +1,5 @@
+//! Rules files (issue 14 §2) on `VirtualSandbox` fixtures: order, headings, warnings.
+
 use halo_core::ZoneSection;
 use halo_core::sandbox::SandboxPath;
 use halo_core::zones::PromptZones;

@@ -1,3 +1,6 @@
+//! Agent Skills (issue 14 §4): discovery of sloppy, broken and clashing skills, the
+//! catalog, `load_skill`, `read_skill_file` confinement and `skill_run` staging.
+
 use std::sync::Arc;
 
 use halo_core::testing::ScriptedModel;
