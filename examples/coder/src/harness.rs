@@ -6,11 +6,12 @@ use std::sync::Arc;
 
 use halo_core::sandbox::SandboxPath;
 use halo_core::zones::PromptZones;
-use halo_core::{Clock, DynTool, HaloAgent, Message, SharedSandbox, SystemClock};
+use halo_core::{Clock, DynTool, HaloAgent, Message, SharedSandbox, SystemClock, ToolHook};
 use halo_sandbox::harness::{
     Memory, MemoryConfig, SkillDiscovery, SkillRunOptions, catalog, catalog_budget, load_rules,
     skill_tools,
 };
+use halo_sandbox::policy::CommandDenylist;
 
 /// What was loaded for one session.
 pub struct Harness {
@@ -81,6 +82,14 @@ pub async fn load(sandbox: SharedSandbox, system: &str, context_window: u64) -> 
 }
 
 impl Harness {
+    /// The hooks the skill tools need ahead of the session's others: the command denylist
+    /// on `skill_run`'s `command`, as on `bash`'s.
+    pub fn hooks(&self) -> Vec<Arc<dyn ToolHook>> {
+        vec![Arc::new(
+            CommandDenylist::new().for_tool("skill_run", "command"),
+        )]
+    }
+
     /// Appends the memory entry for a finished `task`: the run's last answer.
     pub async fn remember(
         &self,

@@ -349,6 +349,9 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
         builder = builder
             .zones(loaded.zones.clone())
             .tools(loaded.tools.clone())?;
+        for hook in loaded.hooks() {
+            builder = builder.hook_shared(hook);
+        }
         harness = Some(loaded);
     }
     let (hooks, policy) = approval::session_hooks(permissions);

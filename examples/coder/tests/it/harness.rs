@@ -99,3 +99,55 @@ async fn the_first_request_carries_the_rules_and_the_catalog_and_the_model_loads
     assert!(third.contains("(file `.agent/memory.md`)\n- "), "{third}");
     assert!(third.contains("task: Write the release notes."), "{third}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skill_run_goes_through_the_denylist_and_runs_in_the_os_sandbox() {
+    let project = tempfile::tempdir().unwrap();
+    let dir = project.path();
+    std::fs::create_dir_all(dir.join(".agents/skills/release-notes")).unwrap();
+    std::fs::write(dir.join(".agents/skills/release-notes/SKILL.md"), SKILL).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let sim = OpenAiSim::openai().await.unwrap();
+    sim.set_reply_script([
+        SimReply::tool_call(
+            "skill_run",
+            json!({"name": "release-notes", "command": "rm -rf /", "output_files": []}),
+        ),
+        SimReply::tool_call(
+            "skill_run",
+            json!({"name": "release-notes", "command": format!("echo notes > \"$OUTPUT_DIR/n.md\"; echo x > {}/escape.txt; ls \"$SKILLS_DIR\"", outside.path().display()), "output_files": ["*.md"]}),
+        ),
+        SimReply::text("Done."),
+    ]);
+    let out = run(coder_text(&sim, dir, &["--yes", "Write the notes."])).await;
+    assert!(out.status.success(), "{}", describe(&out));
+    let last = sim.requests().pop().unwrap();
+    let results: Vec<String> = last["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(results.len(), 2, "{}", describe(&out));
+    assert!(
+        results[0].contains("denylist") || results[0].contains("denied"),
+        "{}",
+        results[0]
+    );
+    assert!(results[1].starts_with("exit code: "), "{}", results[1]);
+    assert!(
+        results[1].contains("<stdout>\nSKILL.md\n</stdout>"),
+        "{}",
+        results[1]
+    );
+    assert!(
+        results[1].contains("<output_file path=\"n.md\" bytes=\"6\">\nnotes\n</output_file>"),
+        "{}",
+        results[1]
+    );
+    assert!(
+        !outside.path().join("escape.txt").exists(),
+        "the OS sandbox keeps writes in the root"
+    );
+}

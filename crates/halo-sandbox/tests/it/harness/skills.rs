@@ -316,3 +316,45 @@ async fn skill_run_stages_the_skill_read_only_once_and_returns_the_output_files(
         "{bad}"
     );
 }
+
+/// The snapshot of the skill tools' specs for the fixture's skills; `UPDATE_EXPECT=1`
+/// rewrites it.
+const SKILL_SPEC_SNAPSHOT: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/data/skill_tool_specs.json"
+);
+
+// The skill tools' specs are in the cached prefix: for one set of skills they are the same
+// bytes whatever the root, and any change must be seen in review as a diff of the snapshot.
+#[tokio::test]
+async fn skill_tool_specs_are_byte_stable_and_match_the_snapshot() {
+    let specs = |dir: &std::path::Path| {
+        let dir = dir.to_path_buf();
+        async move {
+            let s: SharedSandbox = Arc::new(ContainerSandbox::new(&dir).unwrap());
+            fixture(s.as_ref()).await;
+            let set = Arc::new(discover(s.as_ref()).await);
+            let specs: Vec<_> = skill_tools(s, set, SkillRunOptions::default())
+                .iter()
+                .map(|t| t.spec())
+                .collect();
+            let mut text = serde_json::to_string_pretty(&specs).unwrap();
+            text.push('\n');
+            text
+        }
+    };
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let text = specs(a.path()).await;
+    assert_eq!(text, specs(b.path()).await);
+    assert!(!text.contains(&*a.path().to_string_lossy()));
+    if std::env::var_os("UPDATE_EXPECT").is_some() {
+        std::fs::write(SKILL_SPEC_SNAPSHOT, &text).unwrap();
+    }
+    let expected = std::fs::read_to_string(SKILL_SPEC_SNAPSHOT)
+        .expect("tests/data/skill_tool_specs.json (run with UPDATE_EXPECT=1 to write it)");
+    assert!(
+        text == expected,
+        "skill tool specs changed; if that is intended, run with UPDATE_EXPECT=1 and review the diff of tests/data/skill_tool_specs.json\n{text}"
+    );
+}
