@@ -4,7 +4,8 @@
 //! Under [`STAGING_DIR`]`/<name>/` the skill's folder is copied to `skill/` (made read-only
 //! by `chmod -R a-w` before the command runs), next to an empty `work/` (the command's
 //! working directory) and an empty `out/`. The copy is skipped when the SHA-256 of the
-//! skill's files (paths and contents) equals the one recorded in `skill.sha256`.
+//! skill's files (paths and contents) equals that of the copy, so a changed skill and a
+//! copy a command changed are both staged again.
 //! `$SKILLS_DIR`, `$WORK_DIR` and `$OUTPUT_DIR` are their absolute paths.
 
 use std::fmt::Write as _;
@@ -58,6 +59,40 @@ fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
+/// The files under `dir` (paths relative to it, contents) and the SHA-256 of them all, as
+/// lowercase hex.
+async fn tree(
+    sandbox: &dyn halo_core::Sandbox,
+    dir: &SandboxPath,
+) -> Result<(String, Vec<(String, Vec<u8>)>), ToolError> {
+    let found = sandbox
+        .glob(GlobRequest {
+            pattern: "**".into(),
+            base: dir.clone(),
+            include_ignored: true,
+            limit: MAX_STAGED_FILES,
+        })
+        .await
+        .map_err(failed)?;
+    let mut files = Vec::with_capacity(found.paths.len());
+    let mut hasher = Sha256::new();
+    for path in &found.paths {
+        let rel = path.as_str()[dir.as_str().len()..].trim_start_matches('/');
+        let bytes = sandbox.read(path).await.map_err(failed)?;
+        hasher.update(rel.as_bytes());
+        hasher.update([0]);
+        hasher.update((bytes.len() as u64).to_le_bytes());
+        hasher.update(&bytes);
+        files.push((rel.to_string(), bytes));
+    }
+    let hash = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Ok((hash, files))
+}
+
 /// Stages `skill`, runs `command`, and reports the result and the matching output files.
 pub(super) async fn run_skill(
     ctx: &Ctx,
@@ -79,37 +114,12 @@ pub(super) async fn run_skill(
         .and_then(|s| s.join(skill.name()))
         .map_err(failed)?;
     let copy = stage.join("skill").map_err(failed)?;
-    let hash_file = stage.join("skill.sha256").map_err(failed)?;
 
-    // The skill's files and their hash.
-    let found = sandbox
-        .glob(GlobRequest {
-            pattern: "**".into(),
-            base: skill.dir.clone(),
-            include_ignored: true,
-            limit: MAX_STAGED_FILES,
-        })
-        .await
-        .map_err(failed)?;
-    let mut files = Vec::with_capacity(found.paths.len());
-    let mut hasher = Sha256::new();
-    for path in &found.paths {
-        let rel = path.as_str()[skill.dir.as_str().len()..].trim_start_matches('/');
-        let bytes = sandbox.read(path).await.map_err(failed)?;
-        hasher.update(rel.as_bytes());
-        hasher.update([0]);
-        hasher.update((bytes.len() as u64).to_le_bytes());
-        hasher.update(&bytes);
-        files.push((rel.to_string(), bytes));
-    }
-    let hash: String = hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let recorded = sandbox.read(&hash_file).await.ok();
+    // The skill's files and their hash, against the copy's: a copy the last command
+    // changed is staged again.
+    let (hash, files) = tree(sandbox, &skill.dir).await?;
     let copy_there = sandbox.stat(&copy).await.is_ok();
-    let unchanged = copy_there && recorded.as_deref() == Some(hash.as_bytes());
+    let unchanged = copy_there && tree(sandbox, &copy).await.is_ok_and(|(h, _)| h == hash);
     if !unchanged {
         if copy_there {
             // The last copy was made read-only: make it writable to remove it.
@@ -129,10 +139,6 @@ pub(super) async fn run_skill(
             let to = copy.join(&rel).map_err(failed)?;
             sandbox.write(&to, bytes).await.map_err(failed)?;
         }
-        sandbox
-            .write(&hash_file, hash.clone().into_bytes())
-            .await
-            .map_err(failed)?;
     }
     for dir in ["work", "out"] {
         let at = stage.join(dir).map_err(failed)?;

@@ -295,9 +295,15 @@ async fn skill_run_stages_the_skill_read_only_once_and_returns_the_output_files(
         "echo refilled \"$1\"\n",
     )
     .await;
-    let third = run.call_json(args).await.unwrap().content;
+    let third = run.call_json(args.clone()).await.unwrap().content;
     assert!(third.contains("(copied, sha256 "), "{third}");
     assert!(third.contains("\nrefilled form\n"), "{third}");
+    // A command that changed the copy (permission bits do not stop root) gets a new copy.
+    let tamper = json!({"name": "pdf", "command": "chmod u+w \"$SKILLS_DIR/scripts/fill.sh\" && echo 'echo tampered' > \"$SKILLS_DIR/scripts/fill.sh\"; true", "output_files": []});
+    run.call_json(tamper).await.unwrap();
+    let fourth = run.call_json(args.clone()).await.unwrap().content;
+    assert!(fourth.contains("(copied, sha256 "), "{fourth}");
+    assert!(fourth.contains("\nrefilled form\n"), "{fourth}");
 
     // A failing command is data; a bad glob is an error the model can fix.
     let failed = run
