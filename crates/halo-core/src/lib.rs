@@ -8,6 +8,8 @@
 //! catalog; canonically serialized and fingerprinted) followed by the [`MessageLog`] (the
 //! append-only, bounded history). A [`ModelAdapter`] receives the two separately and
 //! decides where the provider's cache markers go. [`HaloAgent`] runs the tool loop.
+//! The system text can be built from prompt zones ([`zones`]: static, semi-static frozen
+//! for the session, the date last).
 //!
 //! ```
 //! use halo_core::{HaloAgent, testing::ScriptedModel, tool::{Tool, ToolError, ToolOutput}};

@@ -38,6 +38,13 @@
 //! With `--json` the question goes to stderr; when stdin is no terminal (a script) nobody can
 //! answer, so commands are denied (the model reads why) unless `--yes` is given.
 //! The small embedded model always runs read-only.
+//!
+//! With a hosted model the coder also loads the harness of DIR (`harness.rs`,
+//! `docs/harness.md`): `AGENTS.md`, `CLAUDE.md` and `.agent/rules/*.md`, the last 50 lines
+//! of `.agent/memory.md` and the skill catalog of `.agents/skills/` (and `.agent/skills/`,
+//! `.claude/skills/`) go into the system prompt, frozen for the session; it offers
+//! `load_skill`, `read_skill_file` and `skill_run`; each finished task is appended to the
+//! memory file. The startup lines say what was loaded.
 
 mod cli;
 mod harness;
