@@ -90,26 +90,43 @@ impl Harness {
         )]
     }
 
-    /// Appends the memory entry for a finished `task`: the run's last answer.
+    /// Appends the memory entry of a run: its task (`None` when it resumed one: the log's
+    /// last user message) and its answer, or why it stopped. A run that stopped where
+    /// `--resume` can continue it (`resumable`) writes nothing: the resumed run then reads
+    /// the memory the interrupted one read, sends the requests an uninterrupted run would
+    /// have, and writes the entry when it finishes.
     pub async fn remember(
         &self,
-        task: &str,
+        task: Option<&str>,
         agent: &HaloAgent,
         outcome: &anyhow::Result<()>,
+        resumable: bool,
     ) -> Option<String> {
-        // A run that stopped early (max steps, an error, `q` at a prompt) writes nothing:
-        // `--resume` then reads the memory the interrupted run read, so its prefix and its
-        // requests are those of an uninterrupted run.
-        if outcome.is_err() {
+        let answer = match agent.log().last() {
+            Some(Message::Assistant(turn)) if turn.tool_calls.is_empty() => Some(&turn.text),
+            _ => None,
+        };
+        let result = match (outcome, answer) {
+            (Ok(()), Some(text)) if text.is_empty() => "an empty answer".to_string(),
+            (Ok(()), Some(text)) => text.clone(),
+            _ if resumable => return None,
+            (Err(e), _) => format!("failed: {e:#}"),
+            (Ok(()), None) => "stopped before an answer".to_string(),
+        };
+        let log = agent.log();
+        let from_log = || {
+            let messages: Vec<&Message> = log.messages().collect();
+            (0..messages.len()).rev().find_map(|i| match messages[i] {
+                m @ Message::User { .. } if !log.is_injected(i) => Some(m.text()),
+                _ => None,
+            })
+        };
+        let Some(task) = task.map(str::to_string).or_else(from_log) else {
             return None;
-        }
-        let result = match agent.log().last() {
-            Some(Message::Assistant(turn)) if !turn.text.is_empty() => turn.text.clone(),
-            _ => "finished without an answer".to_string(),
         };
         match self
             .memory
-            .append(task, &result, SystemClock.now_ms())
+            .append(&task, &result, SystemClock.now_ms())
             .await
         {
             Ok(_) => None,

@@ -423,8 +423,10 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
         started,
     )
     .await;
-    if let (Some(h), Some(task)) = (&harness, &task)
-        && let Some(warning) = h.remember(task, &agent, &outcome).await
+    if let Some(h) = &harness
+        && let Some(warning) = h
+            .remember(task.as_deref(), &agent, &outcome, cli.session.is_some())
+            .await
     {
         out.line(warning);
     }

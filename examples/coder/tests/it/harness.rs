@@ -151,3 +151,33 @@ async fn skill_run_goes_through_the_denylist_and_runs_in_the_os_sandbox() {
         "the OS sandbox keeps writes in the root"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_task_that_cannot_be_resumed_is_remembered_as_stopped() {
+    let project = tempfile::tempdir().unwrap();
+    let dir = project.path();
+    std::fs::write(dir.join("a.txt"), "a\n").unwrap();
+    let sim = OpenAiSim::openai().await.unwrap();
+    sim.set_reply_script([
+        SimReply::tool_call("read", json!({"path": "a.txt"})),
+        SimReply::tool_call("read", json!({"path": "a.txt"})),
+    ]);
+    let out = run(coder_text(
+        &sim,
+        dir,
+        &["--max-steps", "1", "Read a.txt forever."],
+    ))
+    .await;
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("stopped: "),
+        "{}",
+        describe(&out)
+    );
+    let memory = std::fs::read_to_string(dir.join(".agent/memory.md")).unwrap();
+    assert_eq!(memory.lines().count(), 1, "{memory}");
+    assert!(
+        memory.contains("task: Read a.txt forever. | result: stopped before an answer"),
+        "{memory}"
+    );
+}

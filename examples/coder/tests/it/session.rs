@@ -100,6 +100,13 @@ async fn a_run_resumed_in_a_new_process_sends_byte_identical_requests() {
 
     assert_eq!(bodies(&split).len(), 3);
     assert_eq!(bodies(&split), bodies(&whole), "byte-identical requests");
+    // The interrupted run wrote no memory entry; the resumed one wrote the task's.
+    let memory = std::fs::read_to_string(dir.join(".agent/memory.md")).unwrap();
+    assert_eq!(memory.lines().count(), 1, "{memory}");
+    assert!(
+        memory.contains(&format!("task: {TASK} | result: The release is on Friday.")),
+        "{memory}"
+    );
     // And the journals hold the same conversation.
     let messages = |events: Vec<JournalEvent>| -> Vec<Value> {
         events
