@@ -121,9 +121,7 @@ impl Harness {
                 _ => None,
             })
         };
-        let Some(task) = task.map(str::to_string).or_else(from_log) else {
-            return None;
-        };
+        let task = task.map(str::to_string).or_else(from_log)?;
         match self
             .memory
             .append(&task, &result, SystemClock.now_ms())
