@@ -35,8 +35,18 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
     let venv = work.join("venv");
     let validator = venv.join("bin/agentskills");
     if !validator.exists() {
-        run_cmd(Command::new("python3").args(["-m", "venv"]).arg(&venv))
-            .context("python3 -m venv failed (on Debian: apt-get install python3-venv)")?;
+        let venv_cmd = || {
+            let mut cmd = Command::new("python3");
+            cmd.args(["-m", "venv", "--clear"]).arg(&venv);
+            cmd
+        };
+        if run_cmd(&mut venv_cmd()).is_err() {
+            // Debian's python3 has no venv module until python3-venv is installed.
+            eprintln!("xtask interop: installing python3-venv for the skills-ref virtualenv");
+            run_cmd(Command::new("apt-get").args(["install", "-y", "python3-venv"]))
+                .context("python3 -m venv failed and python3-venv could not be installed")?;
+            run_cmd(&mut venv_cmd())?;
+        }
         run_cmd(Command::new(venv.join("bin/pip")).args(["install", "--quiet", SKILLS_REF]))?;
     }
     let project = root.join(CORPUS_PROJECT);
