@@ -66,6 +66,7 @@ pub fn run() -> anyhow::Result<()> {
     );
     crate::interop_mcp::client()?;
     crate::interop_mcp::server()?;
+    crate::interop_skills::run(&root)?;
 
     if std::env::var_os("HALO_SKIP_BROWSER").is_some_and(|v| v != "0") {
         eprintln!("skip: the web-chat browser test (HALO_SKIP_BROWSER is set)");

@@ -27,6 +27,7 @@ mod demo;
 mod fresh;
 mod interop;
 mod interop_mcp;
+mod interop_skills;
 mod model;
 mod prereqs;
 mod release;

@@ -29,6 +29,7 @@ use crate::session::SessionStore;
 use crate::stats::AgentStats;
 use crate::steering::SteeringHandle;
 use crate::tool::{DynTool, ToolRegistry, ToolSource};
+use crate::zones::PromptZones;
 
 /// Default limit on model calls per run: 20.
 pub const DEFAULT_MAX_STEPS: usize = 20;
@@ -50,6 +51,8 @@ pub struct HaloAgentBuilder {
     pub(crate) compactor: Option<Arc<dyn Compactor>>,
     /// How deep the agent is ([`crate::delegate`]): 0 unless built for a sub-agent.
     pub(crate) depth: usize,
+    /// The prompt zones the system text is built from at `build` ([`crate::zones`]).
+    pub(crate) zones: Option<PromptZones>,
 }
 
 /// The guardrails and step hooks of an agent.
@@ -137,6 +140,15 @@ impl HaloAgentBuilder {
     /// Adds a skill to the prefix's catalog.
     pub fn skill(mut self, skill: SkillMeta) -> Self {
         self.prefix.add_skill(skill);
+        self
+    }
+
+    /// Builds the system text from prompt zones ([`crate::zones`]): at
+    /// [`build`](Self::build) they replace the system prompt and the skill catalog, and the
+    /// date comes from the agent's [`Clock`]. Frozen for the session; see
+    /// [`HaloAgent::refresh_prefix`].
+    pub fn zones(mut self, zones: PromptZones) -> Self {
+        self.zones = Some(zones);
         self
     }
 
@@ -260,9 +272,12 @@ impl HaloAgentBuilder {
     }
 
     /// Builds the agent.
-    pub fn build(self) -> HaloAgent {
+    pub fn build(mut self) -> HaloAgent {
         let restored = self.state.is_some() || self.store.is_none();
         let model_window = self.model.context_window();
+        if let Some(zones) = &self.zones {
+            zones.apply(&mut self.prefix, self.clock.now_ms());
+        }
         HaloAgent {
             model: self.model,
             prefix: self.prefix,
@@ -366,6 +381,7 @@ impl HaloAgent {
             context: None,
             compactor: None,
             depth: 0,
+            zones: None,
         }
     }
 
@@ -478,6 +494,18 @@ impl HaloAgent {
     /// Replaces the system prompt. This changes the prefix: the next call is one cache miss.
     pub fn set_system(&mut self, system: impl Into<String>) {
         self.prefix.set_system(system);
+    }
+
+    /// Rebuilds the prefix from `zones` (re-read rules, skills and memory) with today's date
+    /// from the agent's [`Clock`]; tools and few-shot turns are kept. The prefix is frozen
+    /// otherwise, so a file that changes mid-session changes nothing until this is called.
+    /// When the bytes differ, the next call is one expected miss in the
+    /// [`CacheLedger`]; equal zones on the same day change nothing. Returns whether the
+    /// prefix changed.
+    pub fn refresh_prefix(&mut self, zones: &PromptZones) -> bool {
+        let before = self.prefix.fingerprint();
+        zones.apply(&mut self.prefix, self.clock.now_ms());
+        self.prefix.fingerprint() != before
     }
 
     /// Loads the session store's journal into the log (done before the first run

@@ -193,6 +193,7 @@ impl HaloAgent {
         let output = output.into();
         let result = ToolResult {
             is_error: output.is_error,
+            discardable: output.discardable,
             ..ToolResult::ok(&call, output.content)
         };
         let now = self.clock.now_ms();

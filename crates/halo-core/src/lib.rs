@@ -8,6 +8,8 @@
 //! catalog; canonically serialized and fingerprinted) followed by the [`MessageLog`] (the
 //! append-only, bounded history). A [`ModelAdapter`] receives the two separately and
 //! decides where the provider's cache markers go. [`HaloAgent`] runs the tool loop.
+//! The system text can be built from prompt zones ([`zones`]: static, semi-static frozen
+//! for the session, the date last).
 //!
 //! ```
 //! use halo_core::{HaloAgent, testing::ScriptedModel, tool::{Tool, ToolError, ToolOutput}};
@@ -70,6 +72,7 @@ mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tool;
+pub mod zones;
 
 pub use agent::{DEFAULT_MAX_STEPS, HaloAgent, HaloAgentBuilder};
 pub use cancel::CancelToken;
@@ -108,6 +111,7 @@ pub use steering::SteeringHandle;
 pub use tool::{
     DynTool, NoArgs, Tool, ToolAnnotations, ToolError, ToolOutput, ToolRegistry, ToolSource,
 };
+pub use zones::{PromptZones, ZoneSection};
 
 /// The attribute that the object-safe async traits ([`ModelAdapter`], [`Sandbox`],
 /// [`DynTool`], [`ToolHook`]) and their impls carry, re-exported so an implementing crate needs no

@@ -332,13 +332,19 @@ impl MessageLog {
     }
 
     /// Appends an assistant message and the tool results answering its calls as one step,
-    /// so no eviction can fall between them.
+    /// so no eviction can fall between them. A result with
+    /// [`ToolResult::discardable`](crate::ToolResult::discardable) set is marked
+    /// discardable.
     pub fn push_step(&mut self, assistant: Message, results: impl IntoIterator<Item = Message>) {
         self.messages.push_back(assistant);
         self.meta.push_back(Meta::default());
         for r in results {
+            let discardable = matches!(&r, Message::Tool(t) if t.discardable);
             self.messages.push_back(r);
-            self.meta.push_back(Meta::default());
+            self.meta.push_back(Meta {
+                discardable,
+                ..Meta::default()
+            });
         }
         self.evict();
     }

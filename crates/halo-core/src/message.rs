@@ -214,6 +214,12 @@ pub struct ToolResult {
     /// Whether the call failed (unknown tool, bad arguments, tool error).
     #[serde(default)]
     pub is_error: bool,
+    /// Whether the log marks this result discardable, so a context strategy drops it first
+    /// (a loaded skill body; from [`ToolOutput::discardable`](crate::ToolOutput::discardable)).
+    /// Not sent to the model; serialized only when set, so the bytes of other results
+    /// are unchanged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub discardable: bool,
 }
 
 impl ToolResult {
@@ -224,6 +230,7 @@ impl ToolResult {
             tool_name: call.name.clone(),
             content: content.into(),
             is_error: false,
+            discardable: false,
         }
     }
 

@@ -99,6 +99,9 @@ pub struct StablePrefix {
     tools: Vec<ToolSpec>,
     few_shot: Vec<Message>,
     skills: Vec<SkillMeta>,
+    /// The volatile zone (the date after a marker), rendered after the catalog at the very
+    /// end of the system text; empty for none.
+    volatile: String,
     /// The canonical bytes and their fingerprint, computed once per change: every mutator
     /// empties it. A clone shares it.
     canonical: OnceLock<Arc<Canonical>>,
@@ -116,6 +119,7 @@ impl PartialEq for StablePrefix {
             && self.tools == other.tools
             && self.few_shot == other.few_shot
             && self.skills == other.skills
+            && self.volatile == other.volatile
     }
 }
 
@@ -126,6 +130,7 @@ impl fmt::Debug for StablePrefix {
             .field("tools", &self.tools)
             .field("few_shot", &self.few_shot)
             .field("skills", &self.skills)
+            .field("volatile", &self.volatile)
             .finish()
     }
 }
@@ -145,34 +150,46 @@ impl StablePrefix {
     }
 
     /// The system text sent to the model: the system prompt followed, when there are
-    /// skills, by the `<available_skills>` catalog (agentskills.io integration guide).
+    /// skills, by the `<available_skills>` catalog (agentskills.io integration guide,
+    /// "Disclosure"), then by the volatile zone when one is set
+    /// ([`set_volatile`](Self::set_volatile); see [`crate::zones`]).
     pub fn system_text(&self) -> String {
-        if self.skills.is_empty() {
-            return self.system.clone();
-        }
         let mut out = self.system.clone();
-        if !out.is_empty() {
-            out.push_str("\n\n");
-        }
-        out.push_str(
-            "The following skills provide specialized instructions for specific tasks. \
-             When a task matches a skill's description, load the skill before acting.\n\n<available_skills>\n",
-        );
-        for s in &self.skills {
-            out.push_str("<skill>\n<name>");
-            out.push_str(&xml_escape(&s.name));
-            out.push_str("</name>\n<description>");
-            out.push_str(&xml_escape(&s.description));
-            out.push_str("</description>\n");
-            if let Some(loc) = &s.location {
-                out.push_str("<location>");
-                out.push_str(&xml_escape(loc));
-                out.push_str("</location>\n");
+        let mut push = |part: &str| {
+            if !out.is_empty() {
+                out.push_str("\n\n");
             }
-            out.push_str("</skill>\n");
+            out.push_str(part);
+        };
+        if !self.skills.is_empty() {
+            push(&skill_catalog(&self.skills));
         }
-        out.push_str("</available_skills>");
+        if !self.volatile.is_empty() {
+            push(&self.volatile);
+        }
         out
+    }
+
+    /// The volatile zone: the text rendered at the very end of the system text (the date,
+    /// to the day, after [`crate::zones::VOLATILE_MARKER`]); empty for none.
+    pub fn volatile(&self) -> &str {
+        &self.volatile
+    }
+
+    /// Replaces the volatile zone. A different text changes the prefix: one cache miss.
+    pub fn set_volatile(&mut self, text: impl Into<String>) {
+        self.canonical = OnceLock::new();
+        self.volatile = text.into();
+    }
+
+    /// Replaces the whole skill catalog (kept sorted by name; a later duplicate name
+    /// replaces an earlier one).
+    pub fn set_skills(&mut self, skills: impl IntoIterator<Item = SkillMeta>) {
+        self.canonical = OnceLock::new();
+        self.skills.clear();
+        for s in skills {
+            self.add_skill(s);
+        }
     }
 
     /// The tool specs, sorted by name.
@@ -279,13 +296,17 @@ impl StablePrefix {
 
     fn canonical(&self) -> &Canonical {
         self.canonical.get_or_init(|| {
-            let doc = serde_json::json!({
+            let mut doc = serde_json::json!({
                 "format": 1,
                 "system": self.system,
                 "tools": self.tools,
                 "few_shot": self.few_shot,
                 "skills": self.skills,
             });
+            // Only when set, so the bytes of a prefix without zones are unchanged.
+            if !self.volatile.is_empty() {
+                doc["volatile"] = Value::String(self.volatile.clone());
+            }
             let mut bytes = Vec::with_capacity(256);
             write_canonical(&canonicalize(doc), &mut bytes);
             let digest = Sha256::digest(&bytes);
@@ -397,6 +418,30 @@ fn write_canonical(value: &Value, out: &mut Vec<u8>) {
     // `canonicalize` already ordered the keys; serde_json writes maps in their iteration order.
     // Writing into a Vec cannot fail.
     let _ = serde_json::to_writer(out, value);
+}
+
+/// The `<available_skills>` catalog with its one-line instruction (agentskills.io client
+/// guide, "Disclosure"): name, description and location of each skill, XML-escaped.
+fn skill_catalog(skills: &[SkillMeta]) -> String {
+    let mut out = String::from(
+        "The following skills provide specialized instructions for specific tasks. \
+         When a task matches a skill's description, load the skill before acting.\n\n<available_skills>\n",
+    );
+    for s in skills {
+        out.push_str("<skill>\n<name>");
+        out.push_str(&xml_escape(&s.name));
+        out.push_str("</name>\n<description>");
+        out.push_str(&xml_escape(&s.description));
+        out.push_str("</description>\n");
+        if let Some(loc) = &s.location {
+            out.push_str("<location>");
+            out.push_str(&xml_escape(loc));
+            out.push_str("</location>\n");
+        }
+        out.push_str("</skill>\n");
+    }
+    out.push_str("</available_skills>");
+    out
 }
 
 fn xml_escape(s: &str) -> String {

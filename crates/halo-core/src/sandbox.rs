@@ -583,6 +583,26 @@ pub trait Sandbox: Send + Sync {
     /// `IsDirectory`, `NotDirectory` (a parent is a file), `ReadOnly`, `OutsideRoot`, `Io`.
     async fn write(&self, path: &SandboxPath, content: Vec<u8>) -> Result<(), SandboxError>;
 
+    /// Appends `content` to a file, creating it (and missing parent folders) when absent.
+    /// Implementations make the append atomic: a concurrent appender's bytes never land
+    /// inside `content` (the memory file of issue 14 §3 relies on it). `VirtualSandbox`
+    /// appends under its lock; `ContainerSandbox` writes once to a file opened `O_APPEND`.
+    ///
+    /// The default reads the file and writes it back whole: correct, but not atomic
+    /// against a writer in another process; implementations should override it.
+    ///
+    /// # Errors
+    /// As [`write`](Self::write), and [`read`](Self::read)'s errors other than `NotFound`.
+    async fn append(&self, path: &SandboxPath, content: Vec<u8>) -> Result<(), SandboxError> {
+        let mut data = match self.read(path).await {
+            Ok(data) => data,
+            Err(SandboxError::NotFound { .. }) => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        data.extend_from_slice(&content);
+        self.write(path, data).await
+    }
+
     /// The entries of a folder, sorted by name (symbolic links not followed).
     ///
     /// # Errors

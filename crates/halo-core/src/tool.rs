@@ -33,6 +33,10 @@ pub struct ToolOutput {
     /// ([`AgentStats::delegated_steps`] counts their model calls). Not part of the result
     /// the model reads, and not journaled.
     pub stats: Option<AgentStats>,
+    /// Marks the logged result discardable: a context strategy drops or evicts it first
+    /// (a loaded skill body, which the model can load again). Set it with
+    /// [`discardable`](Self::discardable).
+    pub discardable: bool,
 }
 
 impl ToolOutput {
@@ -57,6 +61,20 @@ impl ToolOutput {
     /// Attaches the counters of the model calls the tool made (see [`stats`](Self::stats)).
     pub fn with_stats(mut self, stats: AgentStats) -> Self {
         self.stats = Some(stats);
+        self
+    }
+
+    /// This output, its logged result marked discardable
+    /// ([`MessageLog::is_discardable`](crate::MessageLog::is_discardable)): a context
+    /// strategy drops or evicts it before anything else.
+    ///
+    /// ```
+    /// use halo_core::ToolOutput;
+    /// assert!(ToolOutput::text("skill body").discardable().discardable);
+    /// ```
+    #[must_use]
+    pub fn discardable(mut self) -> Self {
+        self.discardable = true;
         self
     }
 }
@@ -643,6 +661,7 @@ pub(crate) fn output_result(
         Ok(out) => Ok((
             ToolResult {
                 is_error: out.is_error,
+                discardable: out.discardable,
                 ..ToolResult::ok(call, out.content)
             },
             out.stats,

@@ -334,7 +334,13 @@ impl Sandbox for ContainerSandbox {
 
     async fn write(&self, path: &SandboxPath, content: Vec<u8>) -> Result<(), SandboxError> {
         let path = path.clone();
-        self.blocking(move |inner| inner.write(&path, &content))
+        self.blocking(move |inner| inner.write(&path, &content, false))
+            .await
+    }
+
+    async fn append(&self, path: &SandboxPath, content: Vec<u8>) -> Result<(), SandboxError> {
+        let path = path.clone();
+        self.blocking(move |inner| inner.write(&path, &content, true))
             .await
     }
 
@@ -521,7 +527,12 @@ impl Inner {
         Ok(bytes)
     }
 
-    fn write(&self, path: &SandboxPath, content: &[u8]) -> Result<(), SandboxError> {
+    /// Writes `content` to `path`, replacing the file, or with `append` adding it at the
+    /// end: the file is opened `O_APPEND` and the bytes go in one `write` call (POSIX makes
+    /// the seek to the end and the write one atomic step, so a concurrent appender's bytes
+    /// land before or after, never inside; a regular file on a local filesystem takes the
+    /// whole buffer in one call).
+    fn write(&self, path: &SandboxPath, content: &[u8], append: bool) -> Result<(), SandboxError> {
         if path.is_root() {
             return Err(SandboxError::IsDirectory { path: ".".into() });
         }
@@ -554,15 +565,29 @@ impl Inner {
                 .map_err(|e| io_error(path, "create the parent folders of", e))?;
         }
         let mut options = OpenOptions::new();
-        options
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .nonblock(true);
+        if append {
+            options.append(true);
+        } else {
+            options.write(true).truncate(true);
+        }
+        options.create(true).nonblock(true);
         let mut file = self
             .dir
             .open_with(cap(path), &options)
             .map_err(|e| io_error(path, "write", e))?;
+        if append {
+            // One write call: a short write would let another appender in, so it is an
+            // error rather than a second call.
+            return match file.write(content) {
+                Ok(n) if n == content.len() => Ok(()),
+                Ok(n) => Err(io_error(
+                    path,
+                    "append to",
+                    io::Error::other(format!("only {n} of {} bytes were written", content.len())),
+                )),
+                Err(e) => Err(io_error(path, "append to", e)),
+            };
+        }
         file.write_all(content)
             .map_err(|e| io_error(path, "write", e))
     }

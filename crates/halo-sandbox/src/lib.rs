@@ -8,6 +8,7 @@
 //! | [`VirtualSandbox`]   | an in-memory tree with the same path semantics; no commands                 |
 //! | [`tools()`]          | the coding tools over any [`Sandbox`](halo_core::Sandbox), with [`ToolOptions`] |
 //! | [`policy`]           | safety hooks: a command denylist, approval, permission presets, truncation |
+//! | [`harness`]          | rules files, the memory file, Agent Skills (discovery, catalog, `load_skill`, `read_skill_file`, `skill_run`) |
 //!
 //! The tools, in order (`bash` only where the sandbox runs commands):
 //!
@@ -67,6 +68,7 @@
 //! ```
 
 mod container;
+pub mod harness;
 mod memory;
 pub mod policy;
 mod search;

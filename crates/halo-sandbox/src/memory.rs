@@ -224,6 +224,31 @@ impl VirtualSandbox {
         self.tree.write().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// [`Sandbox::write`] with the tree's write lock held.
+    fn write_locked(
+        &self,
+        tree: &mut Tree,
+        path: &SandboxPath,
+        content: Vec<u8>,
+    ) -> Result<(), SandboxError> {
+        if path.is_root() {
+            return Err(Errno::IsDir.at("write", path));
+        }
+        let comps: Vec<&str> = path.components().collect();
+        let (_, parent) = comps.split_last().unwrap_or((&"", &[]));
+        tree.check_parents(path, parent)?;
+        let real = match tree.resolve(&comps, true, true) {
+            Ok(Resolved::Found(at)) => at,
+            Ok(Resolved::Missing { mut parent, name }) => {
+                parent.push(name);
+                parent
+            }
+            Err(e) => return Err(e.at("write", path)),
+        };
+        self.check_writable(tree, path, &real, false)?;
+        tree.write_file(path, content)
+    }
+
     /// Refuses a change at `path`, which lands at `real`, when either lies under a
     /// protected path, as written or as the protected path itself resolves (`holds`: also
     /// when a protected path lies under it, for removals).
@@ -291,23 +316,21 @@ impl Sandbox for VirtualSandbox {
     }
 
     async fn write(&self, path: &SandboxPath, content: Vec<u8>) -> Result<(), SandboxError> {
-        if path.is_root() {
-            return Err(Errno::IsDir.at("write", path));
-        }
         let mut tree = self.write_tree();
-        let comps: Vec<&str> = path.components().collect();
-        let (_, parent) = comps.split_last().unwrap_or((&"", &[]));
-        tree.check_parents(path, parent)?;
-        let real = match tree.resolve(&comps, true, true) {
-            Ok(Resolved::Found(at)) => at,
-            Ok(Resolved::Missing { mut parent, name }) => {
-                parent.push(name);
-                parent
-            }
-            Err(e) => return Err(e.at("write", path)),
+        self.write_locked(&mut tree, path, content)
+    }
+
+    async fn append(&self, path: &SandboxPath, content: Vec<u8>) -> Result<(), SandboxError> {
+        // Read and write under one write lock: no other append can land in between.
+        let mut tree = self.write_tree();
+        let mut data = match tree.open(path) {
+            Ok(Node::File(bytes)) => bytes.clone(),
+            Ok(_) => return Err(Errno::IsDir.at("append to", path)),
+            Err(SandboxError::NotFound { .. }) => Vec::new(),
+            Err(e) => return Err(e),
         };
-        self.check_writable(&tree, path, &real, false)?;
-        tree.write_file(path, content)
+        data.extend_from_slice(&content);
+        self.write_locked(&mut tree, path, data)
     }
 
     async fn list(&self, path: &SandboxPath) -> Result<Vec<DirEntry>, SandboxError> {

@@ -48,8 +48,16 @@
 //! before the run and their tools added as `mcp__<server>__<tool>`; a startup line says
 //! which started with how many tools and which failed. The small embedded model keeps its
 //! small tool set and starts none.
+//!
+//! With a hosted model the coder also loads the harness of DIR (`harness.rs`,
+//! `docs/harness.md`): `AGENTS.md`, `CLAUDE.md` and `.agent/rules/*.md`, the last 50 lines
+//! of `.agent/memory.md` and the skill catalog of `.agents/skills/` (and `.agent/skills/`,
+//! `.claude/skills/`) go into the system prompt, frozen for the session; it offers
+//! `load_skill`, `read_skill_file` and `skill_run`; each finished task is appended to the
+//! memory file. The startup lines say what was loaded.
 
 mod cli;
+mod harness;
 mod mcp;
 mod serve;
 
@@ -333,6 +341,8 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
     } = pick_model()?;
     out.line(format_args!("model: {desc}"));
     let window_source = coder::window_source(cli.context_window, &*model);
+    let model_window = model.context_window();
+    let mut harness = None;
     out.line(format_args!("folder: {}", cli.dir.display()));
     let mcp_config = mcp::load(&cli.dir, &cli.mcp_config)?;
     let mut mcp_clients = None;
@@ -360,6 +370,19 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
             sandbox.capabilities().isolation
         ));
         builder = builder.tools(tools)?;
+        let window = cli
+            .context_window
+            .or(model_window)
+            .unwrap_or(halo_core::DEFAULT_CONTEXT_WINDOW);
+        let loaded = harness::load(Arc::new(sandbox.clone()), SYSTEM, window).await;
+        loaded.lines.iter().for_each(|l| out.line(l));
+        builder = builder
+            .zones(loaded.zones.clone())
+            .tools(loaded.tools.clone())?;
+        for hook in loaded.hooks() {
+            builder = builder.hook_shared(hook);
+        }
+        harness = Some(loaded);
         builder = coder::agents::agent_tools(builder)?;
         out.line(format_args!(
             "agents: {}",
@@ -434,7 +457,21 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
     };
 
     let started = Instant::now();
-    let outcome = run(&mut agent, task, out, cli.session.as_deref(), started).await;
+    let outcome = run(
+        &mut agent,
+        task.clone(),
+        out,
+        cli.session.as_deref(),
+        started,
+    )
+    .await;
+    if let Some(h) = &harness
+        && let Some(warning) = h
+            .remember(task.as_deref(), &agent, &outcome, cli.session.is_some())
+            .await
+    {
+        out.line(warning);
+    }
     if let Some(clients) = mcp_clients {
         clients.shutdown().await;
     }

@@ -830,6 +830,7 @@ async fn each_request_s_history_key_shares_the_last_history_until_the_log_is_edi
         tool_name: "count".into(),
         content: "orphan".into(),
         is_error: false,
+        discardable: false,
     }));
     agent.generate_text("repaired").await.unwrap();
     assert_eq!(model.take()[0].1, None);

@@ -11,3 +11,4 @@ mod streaming;
 mod tool_source;
 mod toolbox;
 mod tracing_spans;
+mod zones;

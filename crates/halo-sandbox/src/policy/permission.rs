@@ -22,12 +22,16 @@ pub enum AccessClass {
 }
 
 impl AccessClass {
-    /// The class of a sandbox tool by its name; `None` for other names.
+    /// The class of a sandbox tool by its name (the coding tools, and the skill tools of
+    /// [`crate::harness`]: `load_skill` and `read_skill_file` read, `skill_run` runs a
+    /// command); `None` for other names.
     pub fn of_sandbox_tool(name: &str) -> Option<AccessClass> {
         match name {
-            "read" | "ls" | "glob" | "grep" => Some(AccessClass::Read),
+            "read" | "ls" | "glob" | "grep" | "load_skill" | "read_skill_file" => {
+                Some(AccessClass::Read)
+            }
             "write" | "edit" => Some(AccessClass::Write),
-            "bash" => Some(AccessClass::Exec),
+            "bash" | "skill_run" => Some(AccessClass::Exec),
             _ => None,
         }
     }
@@ -199,12 +203,15 @@ impl PermissionPolicy {
         self.preset.store(preset.to_u8(), Ordering::Relaxed);
     }
 
-    /// The class of the tool `name` (`Exec` when it is not classified).
+    /// The class of the tool `name`: as [`classify`](Self::classify) set it, else its
+    /// [`AccessClass::of_sandbox_tool`] class, else `Exec`.
     pub fn class_of(&self, name: &str) -> AccessClass {
         self.classes
             .iter()
             .find(|(n, _)| n == name)
-            .map_or(AccessClass::Exec, |(_, class)| *class)
+            .map(|(_, class)| *class)
+            .or_else(|| AccessClass::of_sandbox_tool(name))
+            .unwrap_or(AccessClass::Exec)
     }
 
     /// What the model reads when a call of `tool` (of class `class`) is not allowed.
@@ -239,7 +246,7 @@ impl PermissionPolicy {
     }
 
     fn is_classified(&self, name: &str) -> bool {
-        self.classes.iter().any(|(n, _)| n == name)
+        self.classes.iter().any(|(n, _)| n == name) || AccessClass::of_sandbox_tool(name).is_some()
     }
 }
 

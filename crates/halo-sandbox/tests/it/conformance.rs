@@ -379,6 +379,39 @@ async fn write_creates_parent_folders_and_replaces_files() {
     assert_eq!(got.6, Ok(meta(FileKind::File, 0, false)));
 }
 
+async fn append(s: &Subject, path: &str, content: &str) -> Outcome<()> {
+    outcome(s.sandbox.append(&p(path), content.into()).await)
+}
+
+// `append` (the memory file's atomic append): it creates the file and its folders, adds to
+// the end, follows a link inside the root, and refuses what `write` refuses.
+#[tokio::test]
+async fn append_creates_adds_to_the_end_and_refuses_what_write_refuses() {
+    let got = same(TREE, &[".git"], async |s| {
+        (
+            append(s, "new/log.md", "one\n").await,
+            append(s, "new/log.md", "two\n").await,
+            read(s, "new/log.md").await,
+            append(s, "link_file", "more\n").await,
+            read(s, "a.txt").await,
+            variant(&append(s, "dir", "x").await).to_string(),
+            variant(&append(s, "out_rel", "x").await).to_string(),
+            variant(&append(s, ".git/x", "x").await).to_string(),
+            s.outside_intact(),
+        )
+    })
+    .await;
+    assert_eq!(got.0, Ok(()));
+    assert_eq!(got.1, Ok(()));
+    assert_eq!(got.2, Ok("one\ntwo\n".into()));
+    assert_eq!(got.3, Ok(()));
+    assert_eq!(got.4, Ok("alpha\nmore\n".into()));
+    assert_eq!(got.5, "IsDirectory");
+    assert_eq!(got.6, "OutsideRoot");
+    assert_eq!(got.7, "ReadOnly");
+    assert!(got.8, "nothing outside the root changed");
+}
+
 #[tokio::test]
 async fn write_refuses_folders_and_paths_through_files() {
     let got = same(TREE, &[], async |s| {

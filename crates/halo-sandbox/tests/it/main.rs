@@ -10,6 +10,7 @@ mod escape;
 mod escape_bash;
 mod exec_limits;
 mod files;
+mod harness;
 mod os_sandbox;
 mod policy;
 mod search;

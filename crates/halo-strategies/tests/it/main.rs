@@ -13,6 +13,7 @@ mod agent;
 mod agent_tools;
 mod arguments;
 mod context_props;
+mod discardable;
 mod loops;
 mod names;
 mod plan;

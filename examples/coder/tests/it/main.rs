@@ -8,6 +8,7 @@
 
 mod agents;
 mod context;
+mod harness;
 mod kill;
 mod mcp;
 mod sandbox;

@@ -56,6 +56,9 @@ async fn a_run_resumed_in_a_new_process_sends_byte_identical_requests() {
     assert_eq!(last["type"], "finish", "{}", describe(&out));
     assert_eq!(last["text"], "The release is on Friday.");
     assert_eq!(whole.remaining_replies(), 0);
+    // The finished task is in the project's memory file, which the next session's prefix
+    // would show; start the split run from the same project as the whole one did.
+    std::fs::remove_file(dir.join(".agent/memory.md")).unwrap();
 
     // The same task stopped after one step, then resumed by a second process.
     let split = OpenAiSim::openai().await.unwrap();
@@ -97,6 +100,13 @@ async fn a_run_resumed_in_a_new_process_sends_byte_identical_requests() {
 
     assert_eq!(bodies(&split).len(), 3);
     assert_eq!(bodies(&split), bodies(&whole), "byte-identical requests");
+    // The interrupted run wrote no memory entry; the resumed one wrote the task's.
+    let memory = std::fs::read_to_string(dir.join(".agent/memory.md")).unwrap();
+    assert_eq!(memory.lines().count(), 1, "{memory}");
+    assert!(
+        memory.contains(&format!("task: {TASK} | result: The release is on Friday.")),
+        "{memory}"
+    );
     // And the journals hold the same conversation.
     let messages = |events: Vec<JournalEvent>| -> Vec<Value> {
         events
@@ -144,7 +154,9 @@ async fn a_task_on_a_saved_conversation_is_its_next_user_turn() {
     assert!(message.contains("give a TASK"), "{message}");
     assert_eq!(sim.requests().len(), 3, "no model call was made");
 
-    // A new task continues the conversation.
+    // A new task continues the conversation. (The first task is in the project's memory
+    // file, which would change the new session's system prompt: start without it.)
+    std::fs::remove_file(dir.join(".agent/memory.md")).unwrap();
     sim.push_reply(SimReply::text("Alice owns the changelog."));
     let out = run(coder(
         &sim,

@@ -1,0 +1,78 @@
+//! The harness around the model (issue 14 §2–4): what the semi-static prompt zone is read
+//! from, and the skill tools.
+//!
+//! | module | what it reads | what it gives |
+//! |---|---|---|
+//! | [`load_rules`] | `AGENTS.md`, `CLAUDE.md`, `.agent/rules/*.md` | [`ZoneSection`](halo_core::ZoneSection)s, one per file, headed by its path |
+//! | [`Memory`] | `.agent/memory.md` (configurable) | its last lines as a section; an atomic append after each task |
+//! | [`SkillDiscovery`] | `.agents/skills/*/SKILL.md`, `.agent/skills/`, `.claude/skills/`, added dirs | a [`SkillSet`], its [`catalog`] for the prefix, [`skill_tools`] |
+//!
+//! Everything goes through the [`Sandbox`](halo_core::Sandbox) trait, so it works on a
+//! `VirtualSandbox` as on a `ContainerSandbox`. Loaders never fail: what cannot be read
+//! is a [`Diagnostic`] naming the file and why. See `docs/harness.md`.
+
+mod memory;
+mod rules;
+pub mod skills;
+
+use std::fmt;
+
+pub use memory::{
+    DEFAULT_MEMORY_LINES, DEFAULT_MEMORY_PATH, MAX_ENTRY_CHARS, Memory, MemoryConfig,
+    MemorySnapshot,
+};
+pub use rules::{RULES_DIR, RULES_FILES, Rules, load_rules};
+pub use skills::{
+    Catalog, DEFAULT_SKILL_DIRS, ParsedSkill, STAGING_DIR, Skill, SkillDiscovery, SkillFile,
+    SkillProblem, SkillRunOptions, SkillSet, catalog, catalog_budget, parse_skill, skill_tools,
+};
+
+/// How serious a [`Diagnostic`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Severity {
+    /// Loaded anyway (a leniency, an unreadable optional file).
+    Warning,
+    /// Not loaded: a skill that cannot be used.
+    Skipped,
+}
+
+/// A message about one file: a leniency, or why it was not loaded. `Display` is one line:
+/// `warning: PATH: MESSAGE` or `skipped PATH: MESSAGE`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Diagnostic {
+    /// Whether the file was loaded anyway.
+    pub severity: Severity,
+    /// The sandbox-relative path of the file.
+    pub path: String,
+    /// What is wrong (lowercase, no trailing period).
+    pub message: String,
+}
+
+impl Diagnostic {
+    /// A warning about `path`.
+    pub fn warning(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Diagnostic {
+            severity: Severity::Warning,
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+
+    /// `path` was skipped.
+    pub fn skipped(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Diagnostic {
+            severity: Severity::Skipped,
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.severity {
+            Severity::Warning => write!(f, "warning: {}: {}", self.path, self.message),
+            Severity::Skipped => write!(f, "skipped {}: {}", self.path, self.message),
+        }
+    }
+}

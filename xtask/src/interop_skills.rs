@@ -1,0 +1,122 @@
+//! `cargo xtask interop`, the Agent Skills part (issue 14 §4): Halo's `SKILL.md` verdicts
+//! against the reference validator, PyPI `skills-ref` (its `agentskills validate` command).
+//!
+//! 1. A virtualenv under the target dir (`skills-interop/venv`) with `skills-ref` pinned.
+//! 2. The real skills of npm `@elizaos/skills`, from the npm project with its lock file in
+//!    `crates/halo-sandbox/tests/skills-interop` (`npm ci` when `node_modules` is missing or
+//!    older than the lock), and the hand-made edge cases in
+//!    `crates/halo-sandbox/tests/data/skills`.
+//! 3. `agentskills validate` on each skill folder; the verdicts go to
+//!    `skills-interop/verdicts.json` (`[{"dir", "valid", "message"}]`).
+//! 4. `cargo test -p halo-sandbox --test it harness::interop` with `HALO_SKILLS_INTEROP`
+//!    naming that file: the test fails when Halo disagrees where no named leniency explains
+//!    it, and when the variable is set but the corpus is missing.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, bail};
+
+use crate::interop::{npm_ci_if_missing, target_dir};
+use crate::run_cmd;
+
+/// The reference validator, pinned.
+const SKILLS_REF: &str = "skills-ref==0.1.1";
+
+/// The npm project of the corpus, relative to the workspace root.
+const CORPUS_PROJECT: &str = "crates/halo-sandbox/tests/skills-interop";
+
+/// The hand-made edge cases, relative to the workspace root.
+const FIXTURES: &str = "crates/halo-sandbox/tests/data/skills";
+
+pub fn run(root: &Path) -> anyhow::Result<()> {
+    let work = target_dir(root).join("skills-interop");
+    std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
+    let venv = work.join("venv");
+    let validator = venv.join("bin/agentskills");
+    if !validator.exists() {
+        let venv_cmd = || {
+            let mut cmd = Command::new("python3");
+            cmd.args(["-m", "venv", "--clear"]).arg(&venv);
+            cmd
+        };
+        if run_cmd(&mut venv_cmd()).is_err() {
+            // Debian's python3 has no venv module until python3-venv is installed.
+            eprintln!("xtask interop: installing python3-venv for the skills-ref virtualenv");
+            run_cmd(Command::new("apt-get").args(["install", "-y", "python3-venv"]))
+                .context("python3 -m venv failed and python3-venv could not be installed")?;
+            run_cmd(&mut venv_cmd())?;
+        }
+        run_cmd(Command::new(venv.join("bin/pip")).args(["install", "--quiet", SKILLS_REF]))?;
+    }
+    let project = root.join(CORPUS_PROJECT);
+    npm_ci_if_missing(&project)?;
+
+    let mut dirs = skill_dirs(&project.join("node_modules/@elizaos/skills"))?;
+    let real = dirs.len();
+    if real == 0 {
+        bail!(
+            "no SKILL.md under {}/node_modules/@elizaos/skills",
+            project.display()
+        );
+    }
+    dirs.extend(skill_dirs(&root.join(FIXTURES))?);
+    let mut verdicts = Vec::new();
+    for dir in &dirs {
+        let out = Command::new(&validator)
+            .arg("validate")
+            .arg(dir)
+            .output()
+            .with_context(|| format!("cannot run {}", validator.display()))?;
+        verdicts.push(serde_json::json!({
+            "dir": dir,
+            "valid": out.status.success(),
+            "message": String::from_utf8_lossy(&out.stderr).trim(),
+        }));
+    }
+    let file = work.join("verdicts.json");
+    std::fs::write(&file, serde_json::to_vec_pretty(&verdicts)?)
+        .with_context(|| format!("cannot write {}", file.display()))?;
+    let valid = verdicts.iter().filter(|v| v["valid"] == true).count();
+    eprintln!(
+        "xtask interop: skills-ref judged {} skills ({real} from @elizaos/skills), {valid} valid",
+        verdicts.len()
+    );
+    run_cmd(
+        Command::new("cargo")
+            .args([
+                "test",
+                "--quiet",
+                "-p",
+                "halo-sandbox",
+                "--test",
+                "it",
+                "harness::interop",
+            ])
+            .env("HALO_SKILLS_INTEROP", &file),
+    )?;
+    eprintln!("xtask interop: Halo agrees with skills-ref on every skill but the named leniencies");
+    Ok(())
+}
+
+/// The folders directly holding a `SKILL.md` under `base` (any depth), sorted.
+fn skill_dirs(base: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut stack = vec![base.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let entries =
+            std::fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))?;
+        for entry in entries {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.file_name().is_some_and(|n| n == "SKILL.md")
+                && let Some(parent) = path.parent()
+            {
+                out.push(parent.to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
