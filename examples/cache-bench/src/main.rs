@@ -11,7 +11,7 @@
 //! searches them, `bash` answers `ls`, `wc -l`, `cargo test` and a few more from them), so
 //! results vary in size from about 200 B to 8 KB and are the same for every run.
 //!
-//! Each provider runs the session twice through its real adapter, a [`HaloAgent`] with
+//! Each provider runs the session three times through its real adapter, a [`HaloAgent`] with
 //! `generate_text` and `max_steps(45)`, against a fresh simulator on loopback: OpenAI
 //! (`OpenAiCompatible::openai`, `gpt-5-mini`) and DeepSeek (`OpenAiCompatible::deepseek`)
 //! against `OpenAiSim`, Anthropic (`AnthropicAdapter`, `claude-sonnet-4-5`) against
@@ -24,6 +24,11 @@
 //!   that render their system prompt per request do; the agent itself is unchanged, so
 //!   both runs carry the same conversation.
 //!
+//! - **mcp**: Halo's run with an MCP server's tools in the prefix (`mcp.rs`: halo-mcp's
+//!   server and client in this process), the server's tool list growing by one tool after
+//!   tool call 20; the second table shows the one expected miss it costs and that there is
+//!   no bust.
+//!
 //! Columns: input and cached tokens as the adapter reported them (`AgentStats`), the hit
 //! share, the theoretical maximum (per request, the longest token prefix it shares with any
 //! earlier request of the session, summed; computed by the simulator from the recorded
@@ -34,6 +39,7 @@
 //! Tokens are `o200k_base` for every simulator. Nothing is asserted; it prints figures.
 
 mod baseline;
+mod mcp;
 mod session;
 mod table;
 mod workspace;
@@ -48,8 +54,8 @@ use halo_adapters::sim::anthropic::AnthropicSim;
 use halo_adapters::sim::gemini::GeminiSim;
 use halo_adapters::sim::openai::{OpenAiSim, SimProfile};
 
-use crate::session::Session;
-use crate::table::{Figures, table};
+use crate::session::{Session, Variant};
+use crate::table::{Figures, Row, table};
 
 /// Runs the benchmark and prints its table. The session reads the repository at the path
 /// given as the first argument, by default the workspace this example was built in.
@@ -74,9 +80,15 @@ async fn run_all(root: PathBuf) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for provider in Provider::ALL {
         eprintln!("bench cache: {} ...", provider.name());
-        let halo = provider.run(&session, false).await?;
-        let baseline = provider.run(&session, true).await?;
-        rows.push((provider, halo, baseline));
+        let halo = provider.run(&session, Variant::Halo).await?;
+        let baseline = provider.run(&session, Variant::Baseline).await?;
+        let mcp = provider.run(&session, Variant::Mcp).await?;
+        rows.push(Row {
+            provider,
+            halo,
+            baseline,
+            mcp,
+        });
     }
     print!("{}", table(&session, &rows));
     Ok(())
@@ -109,7 +121,7 @@ impl Provider {
     }
 
     /// One session against a fresh simulator.
-    async fn run(self, session: &Session, baseline: bool) -> anyhow::Result<Figures> {
+    async fn run(self, session: &Session, variant: Variant) -> anyhow::Result<Figures> {
         match self {
             Provider::OpenAi | Provider::DeepSeek => {
                 let profile = match self {
@@ -130,10 +142,10 @@ impl Provider {
                     .max_retries(0)
                     .build()
                     .context("cannot build the adapter")?;
-                let stats = session.run(model, baseline).await?;
+                let (stats, expected) = session.run(model, variant).await?;
                 let records = sim.records();
                 let max = records.iter().map(|r| r.seen_prefix_tokens).sum();
-                Ok(Figures::new(self, stats, Some(max)))
+                Ok(Figures::new(self, stats, expected, Some(max)))
             }
             Provider::Anthropic => {
                 let sim = AnthropicSim::start()
@@ -146,10 +158,10 @@ impl Provider {
                     .max_retries(0)
                     .build()
                     .context("cannot build the adapter")?;
-                let stats = session.run(model, baseline).await?;
+                let (stats, expected) = session.run(model, variant).await?;
                 let records = sim.records();
                 let max = records.iter().map(|r| r.seen_prefix_tokens).sum();
-                Ok(Figures::new(self, stats, Some(max)))
+                Ok(Figures::new(self, stats, expected, Some(max)))
             }
             Provider::Gemini => {
                 let sim = GeminiSim::start()
@@ -164,14 +176,14 @@ impl Provider {
                     .max_retries(0)
                     .build()
                     .context("cannot build the adapter")?;
-                let stats = session.run(model, baseline).await?;
+                let (stats, expected) = session.run(model, variant).await?;
                 let max = sim
                     .generate_records()
                     .iter()
                     .filter_map(|r| r.usage)
                     .map(|u| u.seen_prefix_tokens)
                     .sum();
-                Ok(Figures::new(self, stats, Some(max)))
+                Ok(Figures::new(self, stats, expected, Some(max)))
             }
         }
     }

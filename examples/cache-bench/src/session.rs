@@ -9,6 +9,7 @@ use halo_core::{AgentStats, HaloAgent, ModelAdapter};
 use serde_json::{Value, json};
 
 use crate::baseline::Clocked;
+use crate::mcp::DocsServer;
 use crate::workspace::{FakeTool, Kind, Workspace};
 
 /// Model calls made by the scripted session.
@@ -64,16 +65,16 @@ impl Session {
             .collect()
     }
 
-    /// Runs the session through `model`; with `baseline`, through [`Clocked`].
+    /// Runs the session through `model` as `variant`: the counters and the ledger's count of
+    /// expected misses.
     pub(crate) async fn run<M: ModelAdapter + 'static>(
         &self,
         model: M,
-        baseline: bool,
-    ) -> anyhow::Result<AgentStats> {
-        let builder = if baseline {
-            HaloAgent::builder(Clocked::new(model))
-        } else {
-            HaloAgent::builder(model)
+        variant: Variant,
+    ) -> anyhow::Result<(AgentStats, usize)> {
+        let builder = match variant {
+            Variant::Baseline => HaloAgent::builder(Clocked::new(model)),
+            Variant::Halo | Variant::Mcp => HaloAgent::builder(model),
         };
         let mut builder = builder
             .system(self.system.clone())
@@ -85,15 +86,39 @@ impl Session {
                 workspace: self.workspace.clone(),
             })?;
         }
+        let docs = match variant {
+            Variant::Mcp => {
+                let docs = DocsServer::start().await?;
+                builder = builder.tool_source(docs.tool_source()).hook(docs.trigger());
+                Some(docs)
+            }
+            Variant::Halo | Variant::Baseline => None,
+        };
         let mut agent = builder.build();
-        let out = agent.generate_text(TASK).await?;
+        let out = agent.generate_text(TASK).await;
+        if let Some(docs) = docs {
+            docs.shutdown().await;
+        }
+        let out = out?;
         anyhow::ensure!(
             out.steps.len() == STEPS,
             "the session made {} model calls, not {STEPS}",
             out.steps.len()
         );
-        Ok(out.stats)
+        Ok((out.stats, agent.cache_ledger().expected_misses()))
     }
+}
+
+/// How a session is run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Variant {
+    /// The stable prefix and the append-only history.
+    Halo,
+    /// The date-time appended to every request's system prompt ([`Clocked`]).
+    Baseline,
+    /// As `Halo`, with an MCP server's tools in the prefix and its tool list changing once,
+    /// after [`CHANGE_AFTER`](crate::mcp::CHANGE_AFTER) tool calls ([`crate::mcp`]).
+    Mcp,
 }
 
 /// The 39 tool calls of the session: an investigation of the OpenAI-compatible adapter's

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use halo_core::AgentStats;
 
 use crate::Provider;
+use crate::mcp::CHANGE_AFTER;
 use crate::session::{STEPS, Session};
 
 /// Price of a cached input token relative to an uncached one.
@@ -27,10 +28,27 @@ pub(crate) struct Figures {
     /// The theoretical maximum of cached tokens, when the simulator records it.
     pub(crate) max: Option<u64>,
     pub(crate) busts: u64,
+    /// Calls the ledger predicted as misses (a prefix change, a planned rewrite).
+    pub(crate) expected_misses: usize,
+    /// How often the prefix's fingerprint changed during the run.
+    pub(crate) prefix_changes: u64,
+}
+
+/// One provider's three runs.
+pub(crate) struct Row {
+    pub(crate) provider: Provider,
+    pub(crate) halo: Figures,
+    pub(crate) baseline: Figures,
+    pub(crate) mcp: Figures,
 }
 
 impl Figures {
-    pub(crate) fn new(provider: Provider, stats: AgentStats, max: Option<u64>) -> Self {
+    pub(crate) fn new(
+        provider: Provider,
+        stats: AgentStats,
+        expected_misses: usize,
+        max: Option<u64>,
+    ) -> Self {
         Figures {
             provider,
             requests: stats.steps,
@@ -39,6 +57,8 @@ impl Figures {
             written: stats.cache_write_tokens,
             max,
             busts: stats.cache_busts,
+            expected_misses,
+            prefix_changes: stats.prefix_fingerprint_changes,
         }
     }
 
@@ -75,7 +95,7 @@ pub(crate) fn ratio(a: u64, b: u64) -> f64 {
 }
 
 /// The table: one row per provider, Halo's run beside the baseline's.
-pub(crate) fn table(session: &Session, rows: &[(Provider, Figures, Figures)]) -> String {
+pub(crate) fn table(session: &Session, rows: &[Row]) -> String {
     let mut out = String::new();
     let prefix_tokens = halo_adapters::sim::count_tokens(&session.system);
     let _ = writeln!(
@@ -120,7 +140,8 @@ pub(crate) fn table(session: &Session, rows: &[(Provider, Figures, Figures)]) ->
     );
     let _ = writeln!(out, "{}", "-".repeat(109));
     let mut notes = Vec::new();
-    for (provider, halo, base) in rows {
+    for row in rows {
+        let (provider, halo, base) = (&row.provider, &row.halo, &row.baseline);
         let (max_share, of_max, base_of_max) = match halo.max {
             Some(max) => (
                 pct(ratio(max, halo.input)),
@@ -184,6 +205,62 @@ busts: calls Halo's cache ledger flagged as reading far less than expected.\n\
 cost x: the baseline's input cost over halo's, cached tokens at {:.0}% of the uncached price, written tokens as noted\n\
 (Gemini's storage per token-hour left out).",
         CACHED_PRICE * 100.0,
+    );
+    out.push_str(&mcp_table(rows));
+    out
+}
+
+/// The MCP variant beside Halo's plain run: an MCP server's tools in the prefix, its tool
+/// list changing once after [`CHANGE_AFTER`] tool calls.
+fn mcp_table(rows: &[Row]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nmcp: the same session with an in-process MCP server (halo-mcp's server and client over a duplex pipe) whose\n\
+tool list grows by one tool after tool call {CHANGE_AFTER}: notifications/tools/list_changed, the client re-lists, the agent\n\
+swaps the tools in at the next step boundary\n"
+    );
+    let _ = writeln!(
+        out,
+        "{:<9} | {:>9} {:>9} {:>6} {:>6} | {:>14} {:>15} {:>5} | {:>9} {:>6}",
+        "provider",
+        "input",
+        "cached",
+        "hit",
+        "of max",
+        "prefix changes",
+        "expected misses",
+        "busts",
+        "halo hit",
+        "delta"
+    );
+    let _ = writeln!(out, "{}", "-".repeat(100));
+    for row in rows {
+        let m = &row.mcp;
+        let of_max = match m.max {
+            Some(max) => format!("{:.3}", ratio(m.cached, max)),
+            None => "n/a".into(),
+        };
+        let _ = writeln!(
+            out,
+            "{:<9} | {:>9} {:>9} {:>6} {:>6} | {:>14} {:>15} {:>5} | {:>9} {:>6}",
+            row.provider.name(),
+            group(m.input),
+            group(m.cached),
+            pct(m.hit()),
+            of_max,
+            m.prefix_changes,
+            m.expected_misses,
+            m.busts,
+            pct(row.halo.hit()),
+            format!("{:+.1}", (m.hit() - row.halo.hit()) * 100.0),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nprefix changes: fingerprint changes during the run; expected misses: calls the ledger predicted to miss (the goal:\n\
+exactly 1, and 0 busts); halo hit: the plain run's hit share, delta: the MCP run's minus it, in points (its extra\n\
+tool schemas count in input and cached alike)."
     );
     out
 }
