@@ -37,4 +37,4 @@ pub use config::{ConfigError, HttpConfig, McpConfig, ServerConfig, ServerTranspo
 
 // The server side (`src/server/`).
 pub mod server;
-pub use server::{AgentTool, McpServer, McpServerBuilder, Progress, ServeError};
+pub use server::{AgentAsTool, McpServer, McpServerBuilder, Progress, ServeError};

@@ -108,6 +108,11 @@ pub struct ServeArgs {
     /// headers and authenticates no one).
     #[arg(long, value_name = "ADDR")]
     pub http: Option<SocketAddr>,
+    /// Bridge mode: also serve the tools of the MCP servers in FILE (`mcpServers` JSON, as
+    /// `coder --mcp-config`), named `mcp__<server>__<tool>`, through the same hooks (they
+    /// count as commands: denied without --yes and with --read-only). Repeatable.
+    #[arg(long, value_name = "FILE")]
+    pub mcp_config: Vec<PathBuf>,
 }
 
 /// `--sandbox MODE`.
@@ -264,7 +269,23 @@ mod tests {
                 read_only: true,
                 yes: true,
                 http: None,
+                mcp_config: vec![],
             }))
+        );
+        let cli = parse(&[
+            "mcp-serve",
+            "--mcp-config",
+            "a.json",
+            "--mcp-config",
+            "b.json",
+        ])
+        .unwrap();
+        let Some(Command::McpServe(args)) = cli.command else {
+            panic!("mcp-serve")
+        };
+        assert_eq!(
+            args.mcp_config,
+            [PathBuf::from("a.json"), PathBuf::from("b.json")]
         );
         let cli = parse(&["mcp-serve", "--http", "127.0.0.1:8765"]).unwrap();
         let Some(Command::McpServe(args)) = cli.command else {

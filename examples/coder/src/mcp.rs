@@ -30,8 +30,16 @@ pub fn config_files(dir: &Path, extra: &[PathBuf]) -> Vec<PathBuf> {
 /// # Errors
 /// A file that cannot be read or parsed (the message names the file, field and server).
 pub fn load(dir: &Path, extra: &[PathBuf]) -> anyhow::Result<Option<McpConfig>> {
-    let files = config_files(dir, extra);
-    let mut config = McpConfig::load_all(&files).context("reading the MCP server configuration")?;
+    load_files(dir, &config_files(dir, extra))
+}
+
+/// Loads the configuration of `files` only, as [`load`] does (`coder mcp-serve
+/// --mcp-config FILE`: the servers it bridges).
+///
+/// # Errors
+/// As [`load`].
+pub fn load_files(dir: &Path, files: &[PathBuf]) -> anyhow::Result<Option<McpConfig>> {
+    let mut config = McpConfig::load_all(files).context("reading the MCP server configuration")?;
     for server in config.servers.values_mut() {
         if let ServerTransport::Stdio(stdio) = &mut server.transport {
             stdio.cwd = Some(match stdio.cwd.take() {

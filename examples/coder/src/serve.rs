@@ -94,12 +94,22 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         tools.retain(|t| EMBEDDED_TOOLS.contains(&t.spec().name.as_str()));
     }
     let (hooks, policy) = hooks(&args);
+    // Bridge mode: the configured servers' tools beside the local ones.
+    let bridged = match crate::mcp::load_files(&args.dir, &args.mcp_config)? {
+        Some(config) => {
+            let (clients, lines) = crate::mcp::start(&config).await;
+            lines.iter().for_each(|l| eprintln!("{l}"));
+            Some(clients)
+        }
+        None => None,
+    };
     let server = McpServer::builder()
         .name("halo-coder", env!("CARGO_PKG_VERSION"))
         .instructions(
             "Halo's coding tools, confined to one project folder: paths are relative to it and no tool reaches outside it.",
         )
         .tools(tools)
+        .bridge(bridged.iter().flat_map(|c| c.tools()))
         .hooks(hooks)
         .build()
         .context("cannot set up the MCP server")?;

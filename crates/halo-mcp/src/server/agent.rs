@@ -22,7 +22,8 @@ enum Source {
     Shared(Arc<Mutex<HaloAgent>>),
 }
 
-/// A [`HaloAgent`] served as one tool `{prompt}` → the run's final text.
+/// A [`HaloAgent`] served as one tool `{prompt}` → the run's final text. (Not to be confused
+/// with [`halo_core::AgentTool`], a tool *inside* an agent that runs that agent.)
 ///
 /// Each completed step of the run sends `notifications/progress` (progress = the step's
 /// number, message `step N: called read, grep` or `step N: answered`) when the request
@@ -33,28 +34,28 @@ enum Source {
 /// ```
 /// use std::sync::Arc;
 /// use halo_core::{HaloAgent, testing::ScriptedModel};
-/// use halo_mcp::server::{AgentTool, McpServer};
+/// use halo_mcp::server::{AgentAsTool, McpServer};
 ///
-/// let tool = AgentTool::per_call("ask_agent", "Asks a Halo agent; give it a task.", || {
+/// let tool = AgentAsTool::per_call("ask_agent", "Asks a Halo agent; give it a task.", || {
 ///     Ok(HaloAgent::builder(ScriptedModel::new().text("done")).build())
 /// });
 /// let server = McpServer::builder().tool(Arc::new(tool)).build().unwrap();
 /// assert_eq!(server.tool_names(), ["ask_agent"]);
 /// ```
-pub struct AgentTool {
+pub struct AgentAsTool {
     name: String,
     description: String,
     source: Source,
 }
 
-impl AgentTool {
+impl AgentAsTool {
     /// Each call builds its agent with `factory` (a new conversation per call).
     pub fn per_call(
         name: impl Into<String>,
         description: impl Into<String>,
         factory: impl Fn() -> Result<HaloAgent, HaloError> + Send + Sync + 'static,
     ) -> Self {
-        AgentTool {
+        AgentAsTool {
             name: name.into(),
             description: description.into(),
             source: Source::Factory(Box::new(factory)),
@@ -68,7 +69,7 @@ impl AgentTool {
         description: impl Into<String>,
         agent: Arc<Mutex<HaloAgent>>,
     ) -> Self {
-        AgentTool {
+        AgentAsTool {
             name: name.into(),
             description: description.into(),
             source: Source::Shared(agent),
@@ -77,7 +78,7 @@ impl AgentTool {
 }
 
 #[async_trait]
-impl DynTool for AgentTool {
+impl DynTool for AgentAsTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new(
             &self.name,

@@ -13,7 +13,7 @@
 //!   transport works too: `rmcp::ServiceExt::serve(server, transport)`.
 //! - Bridge mode: the tools of external MCP servers, as `DynTool`s, are served next to the
 //!   local ones ([`McpServerBuilder::bridge`]).
-//! - The agent as a tool: [`AgentTool`], a prompt in, the final text out, a progress
+//! - The agent as a tool: [`AgentAsTool`], a prompt in, the final text out, a progress
 //!   notification per step ([`Progress`]).
 //!
 //! Protocol details and what is and is not supported: `docs/mcp.md`, section "Server".
@@ -74,7 +74,7 @@ use rmcp::RoleServer;
 use rmcp::service::Peer;
 use tokio::sync::watch;
 
-pub use agent::AgentTool;
+pub use agent::AgentAsTool;
 pub use progress::Progress;
 pub use transport::MCP_PATH;
 

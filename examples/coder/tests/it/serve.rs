@@ -135,6 +135,49 @@ async fn read_only_serves_only_the_reading_tools() {
     assert!(!dir.path().join("b.txt").exists());
 }
 
+// Bridge mode: the outer server serves its own tools and, through `--mcp-config`, those of an
+// inner MCP server (here another `coder mcp-serve`, read-only on another folder), named
+// `mcp__inner__…` and run through the outer server's hooks.
+#[tokio::test]
+async fn mcp_config_bridges_another_servers_tools_through_the_same_hooks() {
+    let outer = tempfile::tempdir().unwrap();
+    let inner = tempfile::tempdir().unwrap();
+    std::fs::write(inner.path().join("inner.txt"), "from the inner folder\n").unwrap();
+    let config = outer.path().join("bridge.json");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"inner": {
+            "command": env!("CARGO_BIN_EXE_coder"),
+            "args": ["mcp-serve", "--dir", inner.path(), "--read-only"]
+        }}})
+        .to_string(),
+    )
+    .unwrap();
+    let config = config.to_str().unwrap().to_string();
+    let client = stdio_client(outer.path(), &["--yes", "--mcp-config", &config]).await;
+    let listed = names(&client).await;
+    for name in ["read", "bash", "mcp__inner__read", "mcp__inner__ls"] {
+        assert!(listed.iter().any(|n| n == name), "{name} in {listed:?}");
+    }
+    assert!(
+        !listed.iter().any(|n| n == "mcp__inner__write"),
+        "{listed:?}"
+    );
+    let (text, is_error) = call(&client, "mcp__inner__read", json!({"path": "inner.txt"})).await;
+    assert!(
+        !is_error && text.contains("from the inner folder"),
+        "{text}"
+    );
+    // The outer server's own tools still see only the outer folder.
+    let (text, is_error) = call(&client, "read", json!({"path": "inner.txt"})).await;
+    assert!(is_error, "{text}");
+
+    // Without --yes the bridged tools count as commands, which no one can approve here.
+    let client = stdio_client(outer.path(), &["--mcp-config", &config]).await;
+    let (text, is_error) = call(&client, "mcp__inner__read", json!({"path": "inner.txt"})).await;
+    assert!(is_error && text.contains("--yes"), "{text}");
+}
+
 #[tokio::test]
 async fn http_serves_the_tools_at_slash_mcp_on_loopback() {
     let dir = tempfile::tempdir().unwrap();

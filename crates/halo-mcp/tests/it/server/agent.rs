@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use halo_core::HaloAgent;
 use halo_core::testing::ScriptedModel;
-use halo_mcp::server::{AgentTool, McpServer};
+use halo_mcp::server::{AgentAsTool, McpServer};
 use serde_json::json;
 
 use super::{Echo, Era, Seen, call, connect, text};
@@ -16,7 +16,7 @@ async fn the_agent_answers_as_a_tool_with_a_progress_notification_per_step() {
         .tool_call("echo", json!({"text": "ping"}))
         .text("The echo said ping.");
     let factory_model = model.clone();
-    let tool = AgentTool::per_call("ask_agent", "Asks the agent.", move || {
+    let tool = AgentAsTool::per_call("ask_agent", "Asks the agent.", move || {
         Ok(HaloAgent::builder(factory_model.clone())
             .system("You answer with the echo tool.")
             .tool(Echo)?
@@ -67,7 +67,7 @@ async fn a_shared_agent_keeps_one_conversation_across_calls() {
         .text("first answer")
         .text("second answer");
     let agent = HaloAgent::builder(model.clone()).build();
-    let tool = AgentTool::shared(
+    let tool = AgentAsTool::shared(
         "ask_agent",
         "Asks the agent.",
         Arc::new(tokio::sync::Mutex::new(agent)),
