@@ -266,6 +266,51 @@ pub fn ensure_node() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A virtualenv at `venv` with the pip `requirements` file installed, (re)installed when the
+/// file is newer than the venv's stamp; returns its python. Installs Debian's python3-venv
+/// first where `python3 -m venv` lacks it (as root with apt-get).
+pub fn python_venv(venv: &Path, requirements: &Path) -> anyhow::Result<PathBuf> {
+    let python = venv.join("bin/python");
+    let stamp = venv.join(".requirements-installed");
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if let (Some(installed), Some(wanted)) = (modified(&stamp), modified(requirements))
+        && installed >= wanted
+        && python.exists()
+    {
+        return Ok(python);
+    }
+    if !python.exists() {
+        ensure_apt("python3 with venv", &["python3-venv"], || {
+            Command::new("python3")
+                .args(["-c", "import ensurepip, venv"])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })?;
+        if let Some(parent) = venv.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        run_cmd(Command::new("python3").args(["-m", "venv"]).arg(venv))?;
+    }
+    run_cmd(
+        Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "-r",
+            ])
+            .arg(requirements),
+    )?;
+    if !python.exists() {
+        bail!("the venv at {} has no bin/python", venv.display());
+    }
+    std::fs::write(&stamp, b"").with_context(|| format!("writing {}", stamp.display()))?;
+    Ok(python)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

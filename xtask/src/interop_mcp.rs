@@ -19,11 +19,8 @@
 //!    of `crates/halo-mcp/tests/peers/inspector`, `npm ci` when missing) with node's test
 //!    runner. Needs node, which `interop::run` has ensured before.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
-
-use anyhow::{Context, bail};
 
 use crate::interop::target_dir;
 use crate::interop::{ensure_node, npm_ci_if_missing};
@@ -81,7 +78,7 @@ pub fn server() -> anyhow::Result<()> {
     let root = root();
     let peer = root.join(PYTHON_PEER_DIR);
     let target = target_dir(&root);
-    let python = python_venv(
+    let python = crate::interop::python_venv(
         &target.join("mcp-interop/py-venv"),
         &peer.join("requirements.txt"),
     )?;
@@ -116,77 +113,4 @@ pub fn server() -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
-}
-
-/// A venv at `venv` with `requirements` installed; returns its python.
-fn python_venv(venv: &Path, requirements: &Path) -> anyhow::Result<PathBuf> {
-    let python = venv.join("bin/python");
-    let stamp = venv.join(".requirements-installed");
-    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    if let (Some(installed), Some(wanted)) = (modified(&stamp), modified(requirements))
-        && installed >= wanted
-        && python.exists()
-    {
-        return Ok(python);
-    }
-    if !python.exists() {
-        if let Some(parent) = venv.parent() {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("creating {}", parent.display()))?;
-        }
-        if run_cmd(Command::new("python3").args(["-m", "venv"]).arg(venv)).is_err() {
-            // Debian's python3 has no ensurepip without python3-venv: install it as root.
-            let _ = std::fs::remove_dir_all(venv);
-            if !(is_root() && install_python3_venv()) {
-                bail!(
-                    "python3 with venv is needed for the MCP interop test (Debian/Ubuntu: apt-get install python3-venv)"
-                );
-            }
-            run_cmd(Command::new("python3").args(["-m", "venv"]).arg(venv))?;
-        }
-    }
-    run_cmd(
-        Command::new(&python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "-r",
-            ])
-            .arg(requirements),
-    )?;
-    if !python.exists() {
-        bail!("the venv at {} has no bin/python", venv.display());
-    }
-    std::fs::write(&stamp, b"").with_context(|| format!("writing {}", stamp.display()))?;
-    Ok(python)
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
-/// `apt-get install python3-venv`; whether it worked.
-fn install_python3_venv() -> bool {
-    eprintln!("xtask: installing python3-venv with apt-get");
-    Command::new("apt-get")
-        .args(["update", "-qq"])
-        .status()
-        .is_ok_and(|s| s.success())
-        && Command::new("apt-get")
-            .args([
-                "install",
-                "-y",
-                "-qq",
-                "--no-install-recommends",
-                "python3-venv",
-            ])
-            .env("DEBIAN_FRONTEND", "noninteractive")
-            .status()
-            .is_ok_and(|s| s.success())
 }

@@ -1,7 +1,8 @@
 //! `cargo xtask interop`, the Agent Skills part (issue 14 §4): Halo's `SKILL.md` verdicts
 //! against the reference validator, PyPI `skills-ref` (its `agentskills validate` command).
 //!
-//! 1. A virtualenv under the target dir (`skills-interop/venv`) with `skills-ref` pinned.
+//! 1. A virtualenv under the target dir (`skills-interop/venv`) with `skills-ref` pinned
+//!    (`crates/halo-sandbox/tests/skills-interop/requirements.txt`).
 //! 2. The real skills of npm `@elizaos/skills`, from the npm project with its lock file in
 //!    `crates/halo-sandbox/tests/skills-interop` (`npm ci` when `node_modules` is missing or
 //!    older than the lock), and the hand-made edge cases in
@@ -20,9 +21,6 @@ use anyhow::{Context, bail};
 use crate::interop::{npm_ci_if_missing, target_dir};
 use crate::run_cmd;
 
-/// The reference validator, pinned.
-const SKILLS_REF: &str = "skills-ref==0.1.1";
-
 /// The npm project of the corpus, relative to the workspace root.
 const CORPUS_PROJECT: &str = "crates/halo-sandbox/tests/skills-interop";
 
@@ -32,23 +30,11 @@ const FIXTURES: &str = "crates/halo-sandbox/tests/data/skills";
 pub fn run(root: &Path) -> anyhow::Result<()> {
     let work = target_dir(root).join("skills-interop");
     std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
-    let venv = work.join("venv");
-    let validator = venv.join("bin/agentskills");
-    if !validator.exists() {
-        let venv_cmd = || {
-            let mut cmd = Command::new("python3");
-            cmd.args(["-m", "venv", "--clear"]).arg(&venv);
-            cmd
-        };
-        if run_cmd(&mut venv_cmd()).is_err() {
-            // Debian's python3 has no venv module until python3-venv is installed.
-            eprintln!("xtask interop: installing python3-venv for the skills-ref virtualenv");
-            run_cmd(Command::new("apt-get").args(["install", "-y", "python3-venv"]))
-                .context("python3 -m venv failed and python3-venv could not be installed")?;
-            run_cmd(&mut venv_cmd())?;
-        }
-        run_cmd(Command::new(venv.join("bin/pip")).args(["install", "--quiet", SKILLS_REF]))?;
-    }
+    let python = crate::interop::python_venv(
+        &work.join("venv"),
+        &root.join(CORPUS_PROJECT).join("requirements.txt"),
+    )?;
+    let validator = python.with_file_name("agentskills");
     let project = root.join(CORPUS_PROJECT);
     npm_ci_if_missing(&project)?;
 
