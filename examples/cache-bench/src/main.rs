@@ -11,7 +11,7 @@
 //! searches them, `bash` answers `ls`, `wc -l`, `cargo test` and a few more from them), so
 //! results vary in size from about 200 B to 8 KB and are the same for every run.
 //!
-//! Each provider runs the session three times through its real adapter, a [`HaloAgent`] with
+//! Each provider runs the session three times through its real adapter, a [`HaloAgent`](halo_core::HaloAgent) with
 //! `generate_text` and `max_steps(45)`, against a fresh simulator on loopback: OpenAI
 //! (`OpenAiCompatible::openai`, `gpt-5-mini`) and DeepSeek (`OpenAiCompatible::deepseek`)
 //! against `OpenAiSim`, Anthropic (`AnthropicAdapter`, `claude-sonnet-4-5`) against
@@ -20,7 +20,7 @@
 //! - **halo**: the stable prefix and the append-only history as Halo sends them;
 //! - **baseline**: the same session, with `Current date and time: …` appended to the system
 //!   prompt of every request, the clock advancing 20 s per model call. The baseline wraps
-//!   the adapter ([`Clocked`]) and rebuilds the prefix with the time on each call, as agents
+//!   the adapter ([`Clocked`](crate::baseline::Clocked)) and rebuilds the prefix with the time on each call, as agents
 //!   that render their system prompt per request do; the agent itself is unchanged, so
 //!   both runs carry the same conversation.
 //!
