@@ -136,6 +136,10 @@ pub struct DemoArgs {
     /// Print every agent event as a JSON line on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Start the MCP servers of FILE (`mcpServers` JSON) too, beside DIR's `.mcp.json`
+    /// (hosted models only). Repeatable.
+    #[arg(long, value_name = "FILE")]
+    pub mcp_config: Vec<PathBuf>,
 }
 
 fn non_empty(s: &str) -> Result<String, String> {
@@ -266,6 +270,8 @@ mod tests {
             "--session",
             "s.jsonl",
             "--json",
+            "--mcp-config",
+            "m.json",
         ])
         .unwrap()
         .command
@@ -286,6 +292,7 @@ mod tests {
                 session: Some(PathBuf::from("s.jsonl")),
                 resume: false,
                 json: true,
+                mcp_config: vec![PathBuf::from("m.json")],
             }
         );
         let Cmd::Demo(args) = parse(&["demo", "--resume", "--session", "s.jsonl"])

@@ -1,5 +1,6 @@
 //! `cargo xtask demo ["TASK"] [--dir DIR] [--max-steps N] [--context-window N] [--read-only]
-//! [--yes] [--sandbox MODE] [--network] [--session FILE] [--resume] [--json]`: sets up what is
+//! [--yes] [--sandbox MODE] [--network] [--session FILE] [--resume] [--json]
+//! [--mcp-config FILE]...`: sets up what is
 //! missing, then runs `examples/coder`
 //! (the flags are the coder's and are passed on to it).
 //!
@@ -57,6 +58,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         session,
         resume,
         json,
+        mcp_config,
     } = args;
     // `--resume` continues the session's run: no task (clap refuses one given with it).
     let task = (!resume).then(|| task.unwrap_or_else(|| DEFAULT_TASK.to_string()));
@@ -135,6 +137,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             session,
             resume,
             json,
+            mcp_config,
         },
     )?);
     run_cmd(&mut cmd)
@@ -152,6 +155,7 @@ struct Flags {
     session: Option<std::path::PathBuf>,
     resume: bool,
     json: bool,
+    mcp_config: Vec<std::path::PathBuf>,
 }
 
 /// The coder's arguments after TASK: `--dir DIR`, then each flag that was given. The coder
@@ -197,6 +201,12 @@ fn coder_flags(dir: &std::path::Path, f: &Flags) -> anyhow::Result<Vec<std::ffi:
     if f.json {
         flag("--json", None);
     }
+    for file in &f.mcp_config {
+        flag(
+            "--mcp-config",
+            Some(std::path::absolute(file)?.into_os_string()),
+        );
+    }
     Ok(out)
 }
 
@@ -239,6 +249,7 @@ mod tests {
             session: Some("/tmp/s.jsonl".into()),
             resume: true,
             json: true,
+            mcp_config: vec!["/tmp/a.json".into(), "/tmp/b.json".into()],
         };
         let args = coder_flags(std::path::Path::new("/tmp/p"), &flags).unwrap();
         assert_eq!(
@@ -259,6 +270,10 @@ mod tests {
                 "/tmp/s.jsonl",
                 "--resume",
                 "--json",
+                "--mcp-config",
+                "/tmp/a.json",
+                "--mcp-config",
+                "/tmp/b.json",
             ]
         );
         let none = coder_flags(std::path::Path::new("/tmp/p"), &Flags::default()).unwrap();
