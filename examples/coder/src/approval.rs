@@ -30,18 +30,8 @@ pub struct TerminalApprover {
 #[async_trait]
 impl Approver for TerminalApprover {
     async fn approve(&self, request: &ApprovalRequest) -> ApprovalAnswer {
-        let question = question(request);
-        let to_stderr = self.to_stderr;
-        tokio::task::spawn_blocking(move || {
-            if to_stderr {
-                ask(&question, &mut std::io::stderr())
-            } else {
-                ask(&question, &mut std::io::stdout())
-            }
-        })
-        .await
-        // The prompt thread panicked (a broken terminal): stop rather than guess.
-        .unwrap_or(ApprovalAnswer::Abort)
+        // A prompt thread that panicked (a broken terminal) is a quit: stop rather than guess.
+        confirm(question(request), self.to_stderr).await
     }
 }
 
@@ -55,6 +45,20 @@ fn question(request: &ApprovalRequest) -> String {
     } else {
         format!("? allow `{}`: {summary}\n", request.tool)
     }
+}
+
+/// Asks `question` at the terminal (stdout, or stderr with `to_stderr`) and waits for
+/// `[Y]es / [N]o / [Q]uit`, on a blocking thread. Only when stdin is a terminal.
+pub async fn confirm(question: String, to_stderr: bool) -> ApprovalAnswer {
+    tokio::task::spawn_blocking(move || {
+        if to_stderr {
+            ask(&question, &mut std::io::stderr())
+        } else {
+            ask(&question, &mut std::io::stdout())
+        }
+    })
+    .await
+    .unwrap_or(ApprovalAnswer::Abort)
 }
 
 /// Prints `question` to `out` and reads answers from stdin until one is understood.

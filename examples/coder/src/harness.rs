@@ -39,11 +39,11 @@ pub async fn load(sandbox: SharedSandbox, system: &str, context_window: u64) -> 
 
     let memory = Memory::new(Arc::clone(&sandbox), MemoryConfig::default());
     let snapshot = memory.snapshot().await;
-    lines.push(format!(
-        "memory: {} lines from {}",
-        snapshot.lines,
-        memory.config().path
-    ));
+    lines.push(match snapshot.lines {
+        0 => format!("memory: none yet ({})", memory.config().path),
+        1 => format!("memory: 1 line from {}", memory.config().path),
+        n => format!("memory: {n} lines from {}", memory.config().path),
+    });
     lines.extend(snapshot.diagnostic.iter().map(ToString::to_string));
 
     let set = SkillDiscovery::new().discover(sandbox.as_ref()).await;

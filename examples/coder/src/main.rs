@@ -66,7 +66,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 
 use clap::Parser as _;
 use coder::{EMBEDDED_TOOLS, EVICT_AT, LOW_WATER, SYSTEM, TRUNCATE_AT, approval};
@@ -76,6 +76,7 @@ use halo_core::{
     AgentEvent, FinishReason, GenerateTextResult, HaloAgent, HaloError, Message, SharedModel,
 };
 use halo_sandbox::ContainerSandbox;
+use halo_sandbox::policy::ApprovalAnswer;
 use halo_stream::journal::JsonlStore;
 
 use crate::cli::Cli;
@@ -344,7 +345,10 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
     let model_window = model.context_window();
     let mut harness = None;
     out.line(format_args!("folder: {}", cli.dir.display()));
-    let mcp_config = mcp::load(&cli.dir, &cli.mcp_config)?;
+    // The project's own MCP servers and the ones named with --mcp-config: what starts is
+    // decided below (`mcp::admit`), as commands are.
+    let project_mcp = mcp::load_files(&cli.dir, &mcp::project_files(&cli.dir))?;
+    let given_mcp = mcp::load_files(&cli.dir, &cli.mcp_config)?;
     let mut mcp_clients = None;
 
     let mut builder = HaloAgent::builder_shared(model)
@@ -388,6 +392,23 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
             "agents: {}",
             coder::agents::AGENT_TOOLS.join(", ")
         ));
+        let trust = if permissions.read_only {
+            mcp::Trust::ReadOnly
+        } else if permissions.yes {
+            mcp::Trust::Yes
+        } else if let Some(project) = &project_mcp
+            && std::io::stdin().is_terminal()
+        {
+            match approval::confirm(mcp::question(&cli.dir, project), cli.json).await {
+                ApprovalAnswer::Run => mcp::Trust::Yes,
+                ApprovalAnswer::Skip => mcp::Trust::No,
+                ApprovalAnswer::Abort => anyhow::bail!("quit before the run started"),
+            }
+        } else {
+            mcp::Trust::No
+        };
+        let (mcp_config, lines) = mcp::admit(project_mcp.clone(), given_mcp.clone(), trust);
+        lines.iter().for_each(|l| out.line(l));
         if let Some(config) = &mcp_config {
             let (clients, lines) = mcp::start(config).await;
             for line in lines {
@@ -397,10 +418,14 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
             mcp_clients = Some(clients);
         }
     }
-    if small && let Some(config) = &mcp_config {
+    let configured = [&project_mcp, &given_mcp]
+        .iter()
+        .filter_map(|c| c.as_ref())
+        .map(|c| c.servers.len())
+        .sum::<usize>();
+    if small && configured > 0 {
         out.line(format_args!(
-            "mcp: {} server(s) configured, not started: the small embedded model keeps its small tool set",
-            config.servers.len()
+            "mcp: {configured} server(s) configured, not started: the small embedded model keeps its small tool set"
         ));
     }
     let (hooks, policy) = approval::session_hooks(permissions);

@@ -5,6 +5,14 @@
 //! next step. A server that fails to start is reported on a startup line and left out.
 //! Stdio servers run in DIR unless their `cwd` says otherwise.
 //! Servers' stderr goes to `<tmp>/halo-coder-mcp/<server>.log`.
+//!
+//! A stdio server is a command that runs on this machine **outside the OS sandbox** (as in
+//! Claude Desktop and Claude Code). So the servers a project's own files name (`DIR/.mcp.json`,
+//! `DIR/.agent/mcp.json`: a cloned repository decides them) start only when the user agrees,
+//! as a command does ([`admit`]): with `--yes`, or at the terminal's `[Y]es / [N]o / [Q]uit`
+//! question; with no terminal to ask and no `--yes` they stay stopped, and the startup line
+//! says how to start them. Servers of `--mcp-config FILE`, which the user named, start
+//! without a question. `--read-only` starts none.
 
 use std::path::{Path, PathBuf};
 
@@ -23,21 +31,12 @@ pub fn config_files(dir: &Path, extra: &[PathBuf]) -> Vec<PathBuf> {
     files
 }
 
-/// Loads the configuration; `None` when no file names a server. A stdio server without
-/// `cwd` runs in `dir` (the project, as Claude Code runs them), a relative `cwd` is taken
-/// from `dir`.
+/// Loads the configuration of `files` (later files win per server name); `None` when no
+/// file names a server. A stdio server without `cwd` runs in `dir` (the project, as Claude
+/// Code runs them), a relative `cwd` is taken from `dir`.
 ///
 /// # Errors
 /// A file that cannot be read or parsed (the message names the file, field and server).
-pub fn load(dir: &Path, extra: &[PathBuf]) -> anyhow::Result<Option<McpConfig>> {
-    load_files(dir, &config_files(dir, extra))
-}
-
-/// Loads the configuration of `files` only, as [`load`] does (`coder mcp-serve
-/// --mcp-config FILE`: the servers it bridges).
-///
-/// # Errors
-/// As [`load`].
 pub fn load_files(dir: &Path, files: &[PathBuf]) -> anyhow::Result<Option<McpConfig>> {
     let mut config = McpConfig::load_all(files).context("reading the MCP server configuration")?;
     for server in config.servers.values_mut() {
@@ -50,6 +49,90 @@ pub fn load_files(dir: &Path, files: &[PathBuf]) -> anyhow::Result<Option<McpCon
         }
     }
     Ok((!config.servers.is_empty()).then_some(config))
+}
+
+/// The configuration files in `dir` the project itself provides, those that exist.
+pub fn project_files(dir: &Path) -> Vec<PathBuf> {
+    config_files(dir, &[])
+}
+
+/// Whether the servers of a project's own files may start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trust {
+    /// `--yes`, or the user said yes at the terminal.
+    Yes,
+    /// The user said no, or there is no terminal to ask and no `--yes`.
+    No,
+    /// `--read-only`: no server starts.
+    ReadOnly,
+}
+
+/// What may start: the project's servers when `trust` allows it, then the ones the user
+/// named with `--mcp-config` (later files win per name, as always), and the startup lines
+/// that say what was held back and why.
+pub fn admit(
+    project: Option<McpConfig>,
+    given: Option<McpConfig>,
+    trust: Trust,
+) -> (Option<McpConfig>, Vec<String>) {
+    let mut lines = Vec::new();
+    if trust == Trust::ReadOnly {
+        let names: std::collections::BTreeSet<&String> = [&project, &given]
+            .into_iter()
+            .flatten()
+            .flat_map(|c| c.servers.keys())
+            .collect();
+        let n = names.len();
+        if n > 0 {
+            lines.push(format!(
+                "mcp: {n} server(s) configured, not started: --read-only runs no commands, and an MCP server is one"
+            ));
+        }
+        return (None, lines);
+    }
+    let mut config = match (project, trust) {
+        (Some(project), Trust::Yes) => Some(project),
+        (Some(project), _) => {
+            let names: Vec<&str> = project.servers.keys().map(String::as_str).collect();
+            lines.push(format!(
+                "mcp: not started: {} from the project's .mcp.json / .agent/mcp.json; they would run outside the sandbox, so they start only with --yes or when you answer yes (or name the file with --mcp-config FILE)",
+                names.join(", ")
+            ));
+            None
+        }
+        (None, _) => None,
+    };
+    if let Some(given) = given {
+        match &mut config {
+            Some(c) => c.merge(given),
+            None => config = Some(given),
+        }
+    }
+    (config, lines)
+}
+
+/// The question asked at the terminal before a project's servers start.
+pub fn question(dir: &Path, project: &McpConfig) -> String {
+    let mut q = format!(
+        "? start the MCP servers of {}? They run on this machine outside the sandbox:\n",
+        dir.display()
+    );
+    for (name, server) in &project.servers {
+        let what = match &server.transport {
+            ServerTransport::Stdio(stdio) => {
+                let mut cmd = stdio.command.clone();
+                for a in &stdio.args {
+                    cmd.push(' ');
+                    cmd.push_str(a);
+                }
+                cmd
+            }
+            ServerTransport::Http(http) => http.url.clone(),
+            _ => "(a transport this coder does not describe)".to_string(),
+        };
+        q.push_str(&format!("    {name}: {what}\n"));
+    }
+    q
 }
 
 /// Starts the enabled servers; returns the clients and the startup lines (which started,

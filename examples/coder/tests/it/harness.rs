@@ -44,7 +44,7 @@ async fn the_first_request_carries_the_rules_and_the_catalog_and_the_model_loads
     let stdout = String::from_utf8_lossy(&out.stdout);
     for line in [
         "rules: AGENTS.md\n",
-        "memory: 0 lines from .agent/memory.md\n",
+        "memory: none yet (.agent/memory.md)\n",
         "skills: 1 (release-notes), catalog ",
         "skipped .claude/skills/Broken/SKILL.md: it does not start with YAML frontmatter",
     ] {
@@ -93,7 +93,7 @@ async fn the_first_request_carries_the_rules_and_the_catalog_and_the_model_loads
     let again = run(coder_text(&sim, dir, &["Anything left?"])).await;
     assert!(again.status.success(), "{}", describe(&again));
     assert!(
-        String::from_utf8_lossy(&again.stdout).contains("memory: 1 lines from .agent/memory.md")
+        String::from_utf8_lossy(&again.stdout).contains("memory: 1 line from .agent/memory.md")
     );
     let third = system_text(sim.requests().last().unwrap());
     assert!(third.contains("(file `.agent/memory.md`)\n- "), "{third}");

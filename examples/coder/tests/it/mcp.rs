@@ -98,7 +98,7 @@ async fn a_server_that_fails_to_start_is_reported_and_the_run_goes_on() {
     .unwrap();
     let sim = OpenAiSim::openai().await.unwrap();
     sim.set_reply_script([SimReply::text("Done without it.")]);
-    let out = run(coder_text(&sim, project.path(), &["Do it."])).await;
+    let out = run(coder_text(&sim, project.path(), &["--yes", "Do it."])).await;
     assert!(out.status.success(), "{}", describe(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -127,10 +127,59 @@ async fn a_stdio_server_runs_in_the_project_folder() {
     .unwrap();
     let sim = OpenAiSim::openai().await.unwrap();
     sim.set_reply_script([SimReply::text("ok")]);
-    let out = run(coder_text(&sim, project.path(), &["Do it."])).await;
+    let out = run(coder_text(&sim, project.path(), &["--yes", "Do it."])).await;
     assert!(out.status.success(), "{}", describe(&out));
     let cwd = std::fs::read_to_string(project_path.join("cwd.txt")).unwrap();
     assert_eq!(cwd.trim(), project_path.to_str().unwrap());
+}
+
+// A project's own .mcp.json names commands that would run outside the sandbox: without
+// --yes and with no terminal to ask, they do not start; --read-only starts no server at
+// all, not even one named with --mcp-config.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_projects_own_servers_start_only_when_the_user_agrees() {
+    let project = tempfile::tempdir().unwrap();
+    let sentinel = project.path().join("ran.txt");
+    let config =
+        json!({"mcpServers": {"helper": {"command": "sh", "args": ["-c", "echo ran > ran.txt"]}}})
+            .to_string();
+    std::fs::write(project.path().join(".mcp.json"), &config).unwrap();
+    let sim = OpenAiSim::openai().await.unwrap();
+    sim.set_reply_script([SimReply::text("ok"), SimReply::text("ok")]);
+    let out = run(coder_text(&sim, project.path(), &["Do it."])).await;
+    assert!(out.status.success(), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("mcp: not started: helper from the project's .mcp.json / .agent/mcp.json; they would run outside the sandbox, so they start only with --yes"),
+        "{}",
+        describe(&out)
+    );
+    assert!(
+        !sentinel.exists(),
+        "the project's server ran without consent"
+    );
+
+    let given = project.path().join("named.json");
+    std::fs::write(&given, &config).unwrap();
+    let out = run(coder_text(
+        &sim,
+        project.path(),
+        &[
+            "--read-only",
+            "--mcp-config",
+            given.to_str().unwrap(),
+            "Do it.",
+        ],
+    ))
+    .await;
+    assert!(out.status.success(), "{}", describe(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("mcp: 1 server(s) configured, not started: --read-only runs no commands"),
+        "{}",
+        describe(&out)
+    );
+    assert!(!sentinel.exists(), "a server ran in read-only mode");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
