@@ -111,7 +111,8 @@ pub struct DemoArgs {
     #[arg(long, value_name = "N")]
     pub max_steps: Option<u32>,
     /// The model's context window in tokens (default: the model's documented window, else
-    /// 32000); the history is truncated from 90 % of it down to 60 %.
+    /// 32000); old tool output is evicted from 85 % of it down to 55 %, older rounds
+    /// summarized from 95 %.
     #[arg(long, value_name = "N")]
     pub context_window: Option<u64>,
     /// Only the reading tools.

@@ -110,20 +110,22 @@ pub struct HttpConfig {
 #[non_exhaustive]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("{}: {source}", path.display())]
+    // The cause is in the message, so it is no `#[source]` too: an error chain (anyhow's
+    // `{:#}`) would print it twice.
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
         /// The IO error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The text is not JSON.
-    #[error("{}: not valid JSON: {source}", file.display())]
+    #[error("{}: not valid JSON: {error}", file.display())]
     Json {
         /// The file (`<inline>` for a string).
         file: PathBuf,
         /// The parser's error, with line and column.
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
     /// A field has the wrong shape.
     #[error("{}: {field}: {message}", file.display())]
@@ -145,9 +147,9 @@ impl McpConfig {
     /// field for a wrong shape; `file` is only used in the messages.
     pub fn parse(text: &str, file: impl Into<PathBuf>) -> Result<Self, ConfigError> {
         let file = file.into();
-        let value: Value = serde_json::from_str(text).map_err(|source| ConfigError::Json {
+        let value: Value = serde_json::from_str(text).map_err(|error| ConfigError::Json {
             file: file.clone(),
-            source,
+            error,
         })?;
         Self::from_value(&value).map_err(|(field, message)| ConfigError::Invalid {
             file,
@@ -161,9 +163,9 @@ impl McpConfig {
     /// # Errors
     /// [`ConfigError::Io`] when it cannot be read, else as [`parse`](Self::parse).
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         })?;
         Self::parse(&text, path)
     }
@@ -203,6 +205,14 @@ impl McpConfig {
             .ok_or_else(|| ("(root)".to_string(), "expected a JSON object".to_string()))?;
         let mut servers = BTreeMap::new();
         let Some(entries) = root.get("mcpServers") else {
+            // VS Code's `.vscode/mcp.json` keeps its servers under `servers`: say so rather
+            // than read no server at all.
+            if root.contains_key("servers") {
+                return Err((
+                    "servers".to_string(),
+                    "this is VS Code's layout; Halo reads the `mcpServers` object of Claude Desktop and Claude Code: rename `servers` to `mcpServers`".to_string(),
+                ));
+            }
             return Ok(McpConfig { servers });
         };
         let entries = entries.as_object().ok_or_else(|| {
@@ -360,6 +370,32 @@ mod tests {
 
     fn err(text: &str) -> String {
         McpConfig::parse(text, "x.json").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn vs_codes_servers_key_is_an_error_that_says_what_to_rename() {
+        let e =
+            McpConfig::parse(r#"{"servers": {"x": {"command": "y"}}}"#, "mcp.json").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "mcp.json: servers: this is VS Code's layout; Halo reads the `mcpServers` object of Claude Desktop and Claude Code: rename `servers` to `mcpServers`"
+        );
+        assert!(
+            McpConfig::parse("{}", "mcp.json")
+                .unwrap()
+                .servers
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn an_io_or_json_error_prints_its_cause_once() {
+        let e = McpConfig::parse("{,}", "bad.json").unwrap_err();
+        assert!(std::error::Error::source(&e).is_none(), "{e}");
+        assert!(
+            e.to_string().starts_with("bad.json: not valid JSON: "),
+            "{e}"
+        );
     }
 
     #[test]

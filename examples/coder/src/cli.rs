@@ -35,15 +35,17 @@ pub struct Cli {
         conflicts_with = "resume"
     )]
     pub task: Option<String>,
-    /// The folder the agent works in; its tools cannot reach outside it.
+    /// The folder the agent works in: the file tools cannot reach outside it, and commands
+    /// write only in it (they can still read the machine's files).
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub dir: PathBuf,
     /// The most model calls the run may make.
     #[arg(long, value_name = "N", default_value_t = 10, value_parser = at_least_one)]
     pub max_steps: usize,
-    /// The model's context window in tokens. Once a request would use more than 90 % of it,
-    /// the oldest tool rounds are dropped in one chunk, down to 60 % (the task is kept).
-    /// Default: the model's documented window (the adapters' per-model table), else 32000.
+    /// The model's context window in tokens. Once a request would use more than 85 % of it,
+    /// old tool output is replaced in place, down to 55 %; from 95 % the older rounds are
+    /// summarized into one turn (the task is kept). Default: the model's documented window
+    /// (the adapters' per-model table), else 32000.
     #[arg(long, value_name = "N", value_parser = window_tokens)]
     pub context_window: Option<u64>,
     /// Only the reading tools: read, ls, glob, grep.
@@ -94,7 +96,8 @@ pub enum Command {
 /// `coder mcp-serve`'s flags.
 #[derive(Debug, Clone, PartialEq, Eq, Args)]
 pub struct ServeArgs {
-    /// The folder the tools work in; they cannot reach outside it.
+    /// The folder the tools work in: the file tools cannot reach outside it, and `bash`
+    /// writes only in it (its commands can still read the machine's files).
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub dir: PathBuf,
     /// Only the reading tools: read, ls, glob, grep.

@@ -30,8 +30,9 @@
 //! decided, its (shortened) result, then a stats line.
 //!
 //! Long sessions stay inside the model's context window (`coder::strategies`): once a request
-//! would pass 90 % of it, the oldest tool rounds are dropped in one chunk down to 60 % (one
-//! prompt-cache miss, then hits again), the task kept. The window is `--context-window N`, or
+//! would pass 85 % of it, old tool output is replaced in place down to 55 %, and from 95 % the
+//! older rounds are summarized into one turn (one prompt-cache miss, then hits again), the
+//! task kept. The window is `--context-window N`, or
 //! the model's documented window (the adapters' per-model table), or 32000; the startup line
 //! `context: …` says which. Malformed tool calls are repaired (`BasicRepair`) and a looping
 //! model is nudged once, then stopped (`LoopSuppression`).

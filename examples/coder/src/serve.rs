@@ -96,6 +96,13 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let (hooks, policy) = hooks(&args);
     // Bridge mode: the configured servers' tools beside the local ones.
     let bridged = match crate::mcp::load_files(&args.dir, &args.mcp_config)? {
+        Some(config) if args.read_only => {
+            eprintln!(
+                "mcp: {} server(s) configured, not started: --read-only runs no commands, and an MCP server is one",
+                config.servers.len()
+            );
+            None
+        }
         Some(config) => {
             let (clients, lines) = crate::mcp::start(&config).await;
             lines.iter().for_each(|l| eprintln!("{l}"));
@@ -103,6 +110,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
+    let local = tools.clone();
     let server = McpServer::builder()
         .name("halo-coder", env!("CARGO_PKG_VERSION"))
         .instructions(
@@ -113,6 +121,14 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .hooks(hooks)
         .build()
         .context("cannot set up the MCP server")?;
+    // The bridged servers' tool-list changes reach this server's clients.
+    let _follower = bridged.as_ref().map(|clients| {
+        tokio::spawn(server.clone().follow_source(
+            local,
+            clients.tool_source(),
+            std::time::Duration::from_millis(500),
+        ))
+    });
     eprintln!("folder: {}", args.dir.display());
     eprintln!("tools: {}", server.tool_names().join(", "));
     eprintln!("policy: {policy}");

@@ -67,13 +67,22 @@ impl DynTool for RemoteTool {
         let server = &self.server.name;
         Ok(match self.server.call(&self.remote, arguments).await {
             Ok(result) => to_output(&result),
-            Err(CallError::Rpc(code, message)) => ToolOutput::error(if code == -32602 {
-                format!(
-                    "the mcp server `{server}` rejected the call's arguments: {message}; fix them to fit the tool's schema and call again"
-                )
-            } else {
-                format!("the mcp server `{server}` answered with an error ({code}): {message}")
-            }),
+            // -32602 (invalid params) is both a call whose arguments the server refused and a
+            // tool the server no longer has: say which one the server's message points to.
+            Err(CallError::Rpc(code, message)) => ToolOutput::error(
+                if code == -32602 && message.to_ascii_lowercase().contains("unknown tool") {
+                    format!(
+                        "the mcp server `{server}` no longer has `{}`: {message}; use one of the tools offered now",
+                        self.remote
+                    )
+                } else if code == -32602 {
+                    format!(
+                        "the mcp server `{server}` rejected the call's arguments: {message}; fix them to fit the tool's schema and call again"
+                    )
+                } else {
+                    format!("the mcp server `{server}` answered with an error ({code}): {message}")
+                },
+            ),
             Err(CallError::Timeout(d)) => ToolOutput::error(format!(
                 "the mcp server `{server}` did not answer `{}` within {} ms; the call was cancelled. Try a smaller request, or do without this tool",
                 self.remote,

@@ -373,6 +373,38 @@ impl McpServer {
         .map(drop)
     }
 
+    /// Bridge mode that follows the external servers: keeps the served tools equal to
+    /// `local` plus `source`'s current tools (an [`McpToolSet`](crate::McpToolSet), whose
+    /// version changes when an external server's tool list does), checking the version
+    /// every `every` and replacing the set when it changed ([`set_tools`](Self::set_tools):
+    /// one `list_changed` to the clients). Runs until dropped: spawn it beside the server.
+    /// A set the server refuses (two tools of one name) is logged and left as it was.
+    ///
+    /// The source's version is read when this is called, not when the future first runs,
+    /// so a change made right after the call is not missed.
+    pub fn follow_source(
+        self,
+        local: Vec<Arc<dyn DynTool>>,
+        source: Arc<dyn halo_core::ToolSource>,
+        every: Duration,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut seen = source.version();
+        async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let version = source.version();
+                if version == seen {
+                    continue;
+                }
+                seen = version;
+                let tools = local.iter().cloned().chain(source.tools());
+                if let Err(e) = self.set_tools(tools).await {
+                    tracing::warn!(error = %e, "the bridged tools changed into a set this server refuses");
+                }
+            }
+        }
+    }
+
     /// Applies `edit` to the tool map; when it reports a change, rebuilds the toolbox and
     /// tells every session. Returns whether it changed.
     async fn change(

@@ -110,3 +110,59 @@ async fn a_bridge_serves_an_external_servers_tools_next_to_its_own() {
         ("echo: local".to_string(), false)
     );
 }
+
+/// A tool source whose tool list a test changes.
+struct Switch {
+    version: std::sync::atomic::AtomicU64,
+    with_note: std::sync::atomic::AtomicBool,
+}
+
+impl halo_core::ToolSource for Switch {
+    fn version(&self) -> u64 {
+        self.version.load(std::sync::atomic::Ordering::SeqCst)
+    }
+    fn tools(&self) -> Vec<Arc<dyn DynTool>> {
+        if self.with_note.load(std::sync::atomic::Ordering::SeqCst) {
+            vec![Arc::new(Note(Arc::default()))]
+        } else {
+            vec![]
+        }
+    }
+}
+
+// `follow_source` keeps the served set equal to the local tools plus the source's current
+// ones: a change of the source's version reaches `tools/list` (and its clients).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follow_source_serves_the_bridged_tools_as_they_change() {
+    let source = Arc::new(Switch {
+        version: 0.into(),
+        with_note: false.into(),
+    });
+    let local: Vec<Arc<dyn DynTool>> = vec![Arc::new(Echo)];
+    let server = McpServer::builder().tools(local.clone()).build().unwrap();
+    let follower = tokio::spawn(server.clone().follow_source(
+        local,
+        source.clone(),
+        std::time::Duration::from_millis(5),
+    ));
+    assert_eq!(server.tool_names(), ["echo"]);
+    source
+        .with_note
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    source.version.store(1, std::sync::atomic::Ordering::SeqCst);
+    let started = std::time::Instant::now();
+    while server.tool_names().len() < 2 && started.elapsed().as_secs() < 5 {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert_eq!(server.tool_names(), ["echo", "note"]);
+    source
+        .with_note
+        .store(false, std::sync::atomic::Ordering::SeqCst);
+    source.version.store(2, std::sync::atomic::Ordering::SeqCst);
+    let started = std::time::Instant::now();
+    while server.tool_names().len() > 1 && started.elapsed().as_secs() < 5 {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert_eq!(server.tool_names(), ["echo"]);
+    follower.abort();
+}
