@@ -216,7 +216,9 @@ impl McpClients {
             match handle.await {
                 Ok(Ok(())) => servers.push(server),
                 Ok(Err(e)) => {
-                    tracing::warn!(server = %server.name, error = %e, "an mcp server did not start");
+                    // Reported to the caller in `failures()`; a log line at `info` only, so a front end
+                    // that prints the failures does not print each twice.
+                    tracing::info!(server = %server.name, error = %e, "an mcp server did not start");
                     failures.push(e);
                 }
                 Err(join) => failures.push(ServerError::Handshake {

@@ -360,6 +360,16 @@ impl Server {
                 })
             }
             ServerTransport::Http(http) => {
+                if http.url.starts_with("https://") {
+                    return Err(ServerError::Handshake {
+                        server: name,
+                        message: format!(
+                            "{}: https:// is not supported yet (this build has no TLS backend for MCP); use an http:// server on loopback",
+                            http.url
+                        ),
+                        stderr: String::new(),
+                    });
+                }
                 let mut headers = HashMap::new();
                 for (k, v) in &http.headers {
                     let (Ok(k), Ok(v)) = (
@@ -391,7 +401,11 @@ impl Server {
                     }),
                     Ok(Err(e)) => Err(ServerError::Handshake {
                         server: name,
-                        message: format!("{}: {e}", http.url),
+                        message: format!(
+                            "{}: {}; is a server listening at that URL?",
+                            http.url,
+                            readable(&e)
+                        ),
                         stderr: String::new(),
                     }),
                     Err(_) => Err(ServerError::Handshake {
@@ -536,4 +550,26 @@ fn tail_text(tail: &Arc<Mutex<std::collections::VecDeque<String>>>) -> String {
     tail.lock()
         .map(|t| t.iter().cloned().collect::<Vec<_>>().join("\n"))
         .unwrap_or_default()
+}
+
+/// rmcp's error text without the generic type names it puts in brackets
+/// (`Transport [rmcp::transport::worker::WorkerTransport<…>] error: …`), which say nothing a
+/// person can act on.
+fn readable(e: &dyn std::fmt::Display) -> String {
+    let text = e.to_string();
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    while let Some(open) = rest.find(" [") {
+        let Some(len) = rest[open..].find(']') else {
+            break;
+        };
+        let inside = &rest[open + 2..open + len];
+        out.push_str(&rest[..open]);
+        if !inside.contains("::") {
+            out.push_str(&rest[open..=open + len]);
+        }
+        rest = &rest[open + len + 1..];
+    }
+    out.push_str(rest);
+    out
 }

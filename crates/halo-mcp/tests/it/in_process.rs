@@ -254,6 +254,11 @@ async fn an_http_server_that_is_not_there_is_a_handshake_error_naming_it() {
     .await;
     assert_eq!(clients.failures().len(), 1);
     let message = clients.failures()[0].to_string();
+    // The innermost cause, not rmcp's transport type names.
+    assert!(
+        !message.contains("WorkerTransport") && message.len() < 400,
+        "{message}"
+    );
     assert!(
         message.starts_with(&format!(
             "mcp server `gone`: the MCP handshake failed: http://127.0.0.1:{port}/mcp: "
