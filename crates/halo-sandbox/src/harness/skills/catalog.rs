@@ -36,19 +36,34 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// The note for the semi-static zone when descriptions were shortened; `None` otherwise.
+    /// The note for the semi-static zone when descriptions were shortened, or when the
+    /// catalog is still over its budget (descriptions are never cut under 40 characters);
+    /// `None` otherwise.
     pub fn note(&self) -> Option<ZoneSection> {
-        (self.shortened > 0).then(|| {
-            ZoneSection::new(
-                "Skill catalog",
-                None,
+        let over = self.tokens > self.budget_tokens;
+        (self.shortened > 0 || over).then(|| {
+            let mut text = if self.shortened > 0 {
                 format!(
                     "{} of the {} skill descriptions in <available_skills> are shortened (ending in `...`) to fit the catalog's budget of {} tokens; load_skill gives a skill whole.",
                     self.shortened,
                     self.skills.len(),
                     self.budget_tokens
-                ),
-            )
+                )
+            } else {
+                String::new()
+            };
+            if over {
+                if !text.is_empty() {
+                    text.push(' ');
+                }
+                text.push_str(&format!(
+                    "The catalog of {} skills is about {} tokens, over its budget of {} tokens.",
+                    self.skills.len(),
+                    self.tokens,
+                    self.budget_tokens
+                ));
+            }
+            ZoneSection::new("Skill catalog", None, text)
         })
     }
 }
@@ -163,5 +178,19 @@ mod tests {
                 .contains("2 of the 3 skill descriptions")
         );
         assert_eq!(catalog(&s, 400), c, "deterministic");
+    }
+
+    #[test]
+    fn a_catalog_over_its_budget_after_cutting_says_so() {
+        // Descriptions under 40 characters are never cut: the budget cannot be met.
+        let c = catalog(&set(&[("a", 30), ("b", 30), ("c", 30), ("d", 30)]), 10);
+        assert_eq!(c.shortened, 0);
+        assert!(c.tokens > 10, "{} tokens", c.tokens);
+        let note = c.note().expect("a note").body;
+        assert!(
+            note.starts_with("The catalog of 4 skills is about ")
+                && note.ends_with(" tokens, over its budget of 10 tokens."),
+            "{note}"
+        );
     }
 }

@@ -155,7 +155,22 @@ async fn load(
             return None;
         }
         Ok(_) => {}
-        Err(SandboxError::NotFound { .. }) => return None,
+        Err(SandboxError::NotFound { .. }) => {
+            // A folder with a lower-case `skill.md` is a skill someone meant: say why it is
+            // not loaded rather than pass over it.
+            if let Ok(lower) = folder.join("skill.md")
+                && sandbox
+                    .stat(&lower)
+                    .await
+                    .is_ok_and(|m| m.kind == FileKind::File)
+            {
+                set.diagnostics.push(Diagnostic::skipped(
+                    lower.as_str(),
+                    "the file must be named `SKILL.md` (upper case, as the agentskills.io spec names it); rename it",
+                ));
+            }
+            return None;
+        }
         Err(e) => {
             set.diagnostics
                 .push(Diagnostic::skipped(path, format!("cannot be read: {e}")));

@@ -157,7 +157,11 @@ pub fn parse_skill(bytes: &[u8], folder: &str) -> Result<ParsedSkill, SkillProbl
         return problem("`name` is missing".into());
     };
     check_name(&name, folder)?;
-    let description = text_field("description")?.unwrap_or_default();
+    // Trimmed: a folded or literal block (`description: >`) keeps a trailing newline.
+    let description = text_field("description")?
+        .unwrap_or_default()
+        .trim()
+        .to_string();
     if description.trim().is_empty() {
         return problem("`description` is missing or empty".into());
     }

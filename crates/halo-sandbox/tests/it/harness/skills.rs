@@ -38,6 +38,7 @@ async fn fixture(s: &dyn Sandbox) {
     )
     .await;
     put(s, ".agents/skills/notes.md", "a file, not a skill folder").await;
+
     put(
         s,
         ".agents/skills/empty-folder/README.md",
@@ -98,6 +99,38 @@ async fn discovery_loads_the_usable_skills_and_names_every_file_it_skips_or_forg
             "warning: .agents/skills/sloppy/SKILL.md: `metadata` is written in flow style `{...}`; it was read as a mapping",
             "skipped .agent/skills/Upper/SKILL.md: `name` `Upper` must be lowercase",
             "skipped .claude/skills/pdf/SKILL.md: a skill named `pdf` was already found at .agents/skills/pdf/SKILL.md",
+        ]
+    );
+}
+
+// Found by a new-user trial: a lower-case `skill.md` was passed over in silence, and a
+// folded description kept its trailing newline in the catalog.
+#[tokio::test]
+async fn a_lower_case_skill_md_is_named_and_a_folded_description_is_trimmed() {
+    let s = VirtualSandbox::new();
+    put(
+        &s,
+        ".agents/skills/lower/skill.md",
+        "---\nname: lower\ndescription: x\n---\n",
+    )
+    .await;
+    put(
+        &s,
+        ".agents/skills/folded/SKILL.md",
+        "---\nname: folded\ndescription: >\n  Folded over\n  two lines.\n---\n",
+    )
+    .await;
+    let set = discover(&s).await;
+    assert_eq!(set.names(), ["folded"]);
+    assert_eq!(
+        set.get("folded").unwrap().file.description,
+        "Folded over two lines."
+    );
+    let d: Vec<String> = set.diagnostics.iter().map(|d| d.to_string()).collect();
+    assert_eq!(
+        d,
+        [
+            "skipped .agents/skills/lower/skill.md: the file must be named `SKILL.md` (upper case, as the agentskills.io spec names it); rename it"
         ]
     );
 }
