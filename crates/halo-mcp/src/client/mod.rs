@@ -143,7 +143,9 @@ pub struct ServerStatus {
     /// How many tools it lists now.
     pub tools: usize,
     /// How many times its tools were listed (all pages): 1 after the start, one more per
-    /// `notifications/tools/list_changed` and per restart.
+    /// `notifications/tools/list_changed` and per restart (some servers, npm
+    /// server-everything among them, send a `list_changed` right after the handshake, so 2
+    /// is usual for them).
     pub listings: u64,
     /// The MCP protocol version negotiated: `2025-11-25` (the `initialize` handshake) or
     /// `2026-07-28` (`server/discover`).
