@@ -88,7 +88,8 @@ impl DynTool for AgentAsTool {
                 "properties": {
                     "prompt": {
                         "type": "string",
-                        "description": "The task or question for the agent, in plain words."
+                        "description": "The task or question for the agent, in plain words.",
+                        "minLength": 1
                     }
                 },
                 "required": ["prompt"],
@@ -103,6 +104,11 @@ impl DynTool for AgentAsTool {
                 "`prompt` must be a string".into(),
             ));
         };
+        if prompt.trim().is_empty() {
+            return Ok(ToolOutput::error(
+                "the prompt is empty: give the agent a task or a question",
+            ));
+        }
         match &self.source {
             Source::Factory(factory) => match factory() {
                 Ok(mut agent) => Ok(run(&mut agent, prompt).await),

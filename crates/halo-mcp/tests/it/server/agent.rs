@@ -59,6 +59,16 @@ async fn the_agent_answers_as_a_tool_with_a_progress_notification_per_step() {
     let (message, is_error) = text(&result);
     assert!(is_error);
     assert!(message.starts_with("the agent's run failed: "), "{message}");
+
+    // An empty prompt is refused before any model call: the schema's minLength, or the
+    // tool's own check for one of blanks.
+    let before = model.requests().len();
+    for prompt in ["", "   "] {
+        let (message, is_error) =
+            text(&call(&client, "ask_agent", json!({"prompt": prompt})).await);
+        assert!(is_error, "{prompt:?}: {message}");
+    }
+    assert_eq!(model.requests().len(), before);
 }
 
 #[tokio::test]
