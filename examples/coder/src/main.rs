@@ -411,7 +411,7 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
         let (mcp_config, lines) = mcp::admit(project_mcp.clone(), given_mcp.clone(), trust);
         lines.iter().for_each(|l| out.line(l));
         if let Some(config) = &mcp_config {
-            let (clients, lines) = mcp::start(config).await;
+            let (clients, lines) = mcp::start(&cli.dir, config).await;
             for line in lines {
                 out.line(line);
             }

@@ -4,7 +4,8 @@
 //! agent's as a `ToolSource`, so a server's `tools/list_changed` reaches the prompt at the
 //! next step. A server that fails to start is reported on a startup line and left out.
 //! Stdio servers run in DIR unless their `cwd` says otherwise.
-//! Servers' stderr goes to `<tmp>/halo-coder-mcp/<server>.log`.
+//! Servers' stderr goes to `<tmp>/halo-coder-mcp/<folder>-<hash>/<server>.log`, one folder
+//! per project, so same-named servers of two projects keep apart logs.
 //!
 //! A stdio server is a command that runs on this machine **outside the OS sandbox** (as in
 //! Claude Desktop and Claude Code). So the servers a project's own files name (`DIR/.mcp.json`,
@@ -135,10 +136,30 @@ pub fn question(dir: &Path, project: &McpConfig) -> String {
     q
 }
 
+/// Where the servers of the project in `dir` log: `<tmp>/halo-coder-mcp/<folder>-<hash>`,
+/// the hash (FNV-1a, stable across runs and builds) of the folder's absolute path.
+pub fn log_dir(dir: &Path) -> PathBuf {
+    let path = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let hash = path
+        .as_os_str()
+        .as_encoded_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "root".into());
+    std::env::temp_dir()
+        .join("halo-coder-mcp")
+        .join(format!("{name}-{:08x}", hash as u32))
+}
+
 /// Starts the enabled servers; returns the clients and the startup lines (which started,
 /// with how many tools, which failed and why).
-pub async fn start(config: &McpConfig) -> (McpClients, Vec<String>) {
-    let logs = std::env::temp_dir().join("halo-coder-mcp");
+pub async fn start(dir: &Path, config: &McpConfig) -> (McpClients, Vec<String>) {
+    let logs = log_dir(dir);
     let clients = McpClients::start(config, ClientOptions::default().with_log_dir(&logs)).await;
     let mut lines = Vec::new();
     let started: Vec<String> = clients

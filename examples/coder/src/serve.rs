@@ -104,7 +104,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             None
         }
         Some(config) => {
-            let (clients, lines) = crate::mcp::start(&config).await;
+            let (clients, lines) = crate::mcp::start(&args.dir, &config).await;
             lines.iter().for_each(|l| eprintln!("{l}"));
             Some(clients)
         }
