@@ -282,6 +282,10 @@ impl ContainerSandbox {
     /// in place otherwise. `bash` needs a tokio runtime with the IO and time drivers enabled
     /// (`enable_all`); without one it fails with an error result.
     ///
+    /// Path arguments may also be absolute paths under the root's real path (as MCP
+    /// clients send them, [`ToolOptions::with_absolute_root`]); any other absolute path is
+    /// outside the root.
+    ///
     /// ```
     /// use halo_sandbox::ContainerSandbox;
     ///
@@ -291,7 +295,11 @@ impl ContainerSandbox {
     /// assert_eq!(names, ["read", "write", "edit", "ls", "glob", "grep", "bash"]);
     /// ```
     pub fn tools(&self) -> Vec<Arc<dyn DynTool>> {
-        tools::tools(Arc::new(self.clone()), self.tool_options.clone())
+        let options = match self.inner.root.to_str() {
+            Some(root) => self.tool_options.clone().with_absolute_root(root),
+            None => self.tool_options.clone(),
+        };
+        tools::tools(Arc::new(self.clone()), options)
     }
 
     /// Runs blocking file work on tokio's blocking pool when a tokio runtime is running, and

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use similar::TextDiff;
 
 use super::read::read_text_file;
-use super::{Ctx, MAX_OPEN_FILE_BYTES, failed, parse_path};
+use super::{Ctx, MAX_OPEN_FILE_BYTES, failed};
 use crate::text::{Lines, cut_line};
 
 /// Lines of unchanged context around each change in the diff: 3 (as `diff -u`).
@@ -56,7 +56,7 @@ impl Tool for EditTool {
     }
 
     async fn call(&self, args: EditArgs) -> Result<ToolOutput, ToolError> {
-        let path = parse_path(Some(&args.path))?;
+        let path = self.ctx.path(Some(&args.path))?;
         if args.old_string.is_empty() {
             return Err(ToolError::Failed(
                 "old_string is empty; give the exact text to replace (use write to create or \

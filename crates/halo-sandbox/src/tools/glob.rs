@@ -9,7 +9,7 @@ use halo_core::{Tool, ToolAnnotations, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{Ctx, MAX_RESULTS, failed, parse_path};
+use super::{Ctx, MAX_RESULTS, failed};
 use crate::search::check_pattern;
 use crate::text::Lines;
 
@@ -62,7 +62,7 @@ impl Tool for GlobTool {
 
     async fn call(&self, args: GlobArgs) -> Result<ToolOutput, ToolError> {
         check_pattern(&args.pattern).map_err(failed)?;
-        let base = parse_path(args.path.as_deref())?;
+        let base = self.ctx.path(args.path.as_deref())?;
         let found = self
             .ctx
             .sandbox

@@ -10,7 +10,7 @@ use halo_core::{Tool, ToolAnnotations, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{Ctx, MAX_GREP_CONTEXT, MAX_RESULTS, failed, parse_path};
+use super::{Ctx, MAX_GREP_CONTEXT, MAX_RESULTS, failed};
 use crate::search::check_pattern;
 use crate::text::{Lines, cut_line};
 
@@ -72,7 +72,7 @@ impl Tool for GrepTool {
         if let Some(glob) = &args.glob {
             check_pattern(glob).map_err(failed)?;
         }
-        let base = parse_path(args.path.as_deref())?;
+        let base = self.ctx.path(args.path.as_deref())?;
         let context = args.context.unwrap_or(0).min(MAX_GREP_CONTEXT as u64) as usize;
         let found = self
             .ctx

@@ -7,7 +7,7 @@ use halo_core::{Tool, ToolAnnotations, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{Ctx, MAX_RESULTS, failed, parse_path};
+use super::{Ctx, MAX_RESULTS, failed};
 use crate::text::Lines;
 
 // Arguments of `ls` (no doc comment: it would enter the schema the model reads).
@@ -52,7 +52,7 @@ impl Tool for LsTool {
     }
 
     async fn call(&self, args: LsArgs) -> Result<ToolOutput, ToolError> {
-        let path = parse_path(args.path.as_deref())?;
+        let path = self.ctx.path(args.path.as_deref())?;
         let mut entries = self.ctx.sandbox.list(&path).await.map_err(failed)?;
         if entries.is_empty() {
             return Ok(ToolOutput::text("(empty directory)"));

@@ -91,6 +91,9 @@ pub const MAX_GREP_CONTEXT: usize = 10;
 pub struct ToolOptions {
     output_limit: usize,
     exec_timeout: Duration,
+    /// The root's absolute path on the machine, when there is one: an absolute path under it
+    /// is taken as the relative path it names.
+    absolute_root: Option<String>,
 }
 
 impl Default for ToolOptions {
@@ -99,6 +102,7 @@ impl Default for ToolOptions {
         ToolOptions {
             output_limit: DEFAULT_OUTPUT_LIMIT,
             exec_timeout: DEFAULT_EXEC_TIMEOUT,
+            absolute_root: None,
         }
     }
 }
@@ -108,6 +112,18 @@ impl ToolOptions {
     /// values are raised to it). See [`DEFAULT_OUTPUT_LIMIT`].
     pub fn with_output_limit(mut self, bytes: usize) -> Self {
         self.output_limit = bytes.max(MIN_OUTPUT_LIMIT);
+        self
+    }
+
+    /// Lets path arguments name files by their absolute path under `root` (the sandbox
+    /// root's real path, as MCP clients and IDEs send them): `/work/proj/src/a.rs` is then
+    /// `src/a.rs` for a root `/work/proj`. The rest of the path is checked as any relative
+    /// one (`..` above the root is still refused), and an absolute path elsewhere is still
+    /// outside the root. [`ContainerSandbox::tools`](crate::ContainerSandbox::tools) sets it.
+    pub fn with_absolute_root(mut self, root: impl Into<String>) -> Self {
+        let root: String = root.into();
+        let trimmed = root.trim_end_matches('/');
+        self.absolute_root = (!trimmed.is_empty()).then(|| trimmed.to_string());
         self
     }
 
@@ -181,7 +197,27 @@ fn failed(e: SandboxError) -> ToolError {
     ToolError::Failed(e.to_string())
 }
 
-/// Parses a path argument; `None` is the root.
-fn parse_path(arg: Option<&str>) -> Result<SandboxPath, ToolError> {
-    SandboxPath::parse(arg.unwrap_or("")).map_err(failed)
+impl Ctx {
+    /// Parses a path argument; `None` is the root. An absolute path under
+    /// [`ToolOptions::with_absolute_root`]'s root is taken relative to it.
+    fn path(&self, arg: Option<&str>) -> Result<SandboxPath, ToolError> {
+        let arg = arg.unwrap_or("");
+        let relative = match &self.options.absolute_root {
+            Some(root) if arg == root => "",
+            Some(root) => arg
+                .strip_prefix(root.as_str())
+                .and_then(|rest| rest.strip_prefix('/'))
+                .unwrap_or(arg),
+            None => arg,
+        };
+        SandboxPath::parse(relative).map_err(|e| {
+            // An error names the path as the model gave it: parse that one again (an
+            // absolute path always fails, as it did before it was shortened).
+            if relative == arg {
+                failed(e)
+            } else {
+                failed(SandboxPath::parse(arg).err().unwrap_or(e))
+            }
+        })
+    }
 }

@@ -9,7 +9,6 @@ use serde::Deserialize;
 
 use super::{
     Ctx, DEFAULT_READ_LINES, MAX_LINE_BYTES, MAX_OPEN_FILE_BYTES, MAX_READ_FILE_BYTES, failed,
-    parse_path,
 };
 use crate::text::{Lines, show_line};
 
@@ -67,7 +66,7 @@ impl Tool for ReadTool {
     }
 
     async fn call(&self, args: ReadArgs) -> Result<ToolOutput, ToolError> {
-        let path = parse_path(Some(&args.path))?;
+        let path = self.ctx.path(Some(&args.path))?;
         let whole = args.offset.is_none() && args.limit.is_none();
         let limit = if whole {
             MAX_READ_FILE_BYTES

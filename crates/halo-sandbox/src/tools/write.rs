@@ -7,7 +7,7 @@ use halo_core::{Tool, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{Ctx, failed, parse_path};
+use super::{Ctx, failed};
 
 // Arguments of `write` (no doc comment: it would enter the schema the model reads).
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -43,7 +43,7 @@ impl Tool for WriteTool {
     }
 
     async fn call(&self, args: WriteArgs) -> Result<ToolOutput, ToolError> {
-        let path = parse_path(Some(&args.path))?;
+        let path = self.ctx.path(Some(&args.path))?;
         let len = args.content.len();
         self.ctx
             .sandbox

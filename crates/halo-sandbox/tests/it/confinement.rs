@@ -43,6 +43,48 @@ async fn dot_dot_and_absolute_paths_are_refused_by_every_tool() {
     );
 }
 
+// MCP clients and IDEs send absolute paths: one under the root's real path names the file
+// it points at; the rest is checked as a relative path, so climbing out is still refused
+// and the message names the path as given (found by a new-user trial of `coder mcp-serve`).
+#[tokio::test]
+async fn an_absolute_path_under_the_root_names_the_file_and_climbing_out_is_still_refused() {
+    let f = Fixture::new();
+    f.file("a/x.txt", "inside\n");
+    let root = f.dir.path().canonicalize().unwrap();
+    let root = root.to_str().unwrap();
+    assert!(
+        f.ok("read", json!({"path": format!("{root}/a/x.txt")}))
+            .await
+            .contains("inside")
+    );
+    assert!(f.ok("ls", json!({"path": root})).await.contains("a/"));
+    f.ok(
+        "write",
+        json!({"path": format!("{root}/a/y.txt"), "content": "new"}),
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(f.dir.path().join("a/y.txt")).unwrap(),
+        "new"
+    );
+    let out = outside();
+    for path in [
+        format!(
+            "{root}/../{}",
+            out.path().file_name().unwrap().to_str().unwrap()
+        ),
+        format!("{root}/a/../../x"),
+        format!("{root}x/a.txt"),
+        out.path().join("secret.txt").to_str().unwrap().to_string(),
+    ] {
+        assert_eq!(
+            f.failed("read", json!({"path": path})).await,
+            outside_message(&path),
+            "{path}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_symlink_to_etc_cannot_be_read_listed_or_searched() {
     let f = Fixture::new();
