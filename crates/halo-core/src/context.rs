@@ -3,8 +3,8 @@
 //!
 //! Before each model call the engine asks the agent's [`ContextStrategy`] for a
 //! [`ContextPlan`] — given the prefix, the log and a [`ContextBudget`] — and applies it
-//! between steps ([`RunState::prepare_context`](crate::RunState::prepare_context)), never
-//! inside one, never touching the prefix. The plan says which whole messages to drop, which
+//! between steps (the run engine, [`crate::engine`]), never inside one, never touching the
+//! prefix. The plan says which whole messages to drop, which
 //! to replace in place (an evicted tool result, say) and where to insert a summary. Every
 //! change to the head of the history costs a prompt-cache miss on everything after it, so a
 //! good strategy rewrites rarely and in chunks (high- and low-water marks); the engine tells
@@ -17,7 +17,7 @@
 //! use and how to estimate more) and [`TokenEstimator`] (a local token count, calibrated
 //! against the provider's reports).
 //!
-//! Tokens in use are estimated as Agentica does: the local estimate of the request times a
+//! Tokens in use are estimated as the local estimate of the request times a
 //! calibration factor `max(1, reported / estimated)` from the last call (the provider's
 //! `input_tokens`, cached tokens included once), so thresholds only ever move up when the
 //! local count is low.
@@ -30,6 +30,7 @@ use crate::log::MessageLog;
 use crate::message::Message;
 use crate::model::{ModelError, ModelRequest, ModelResponse, SharedModel};
 use crate::prefix::StablePrefix;
+use async_trait::async_trait;
 
 /// Counts tokens locally, for the [`ContextBudget`]. Calibrated against the provider's
 /// reported input tokens, so a rough count that runs low is corrected upward.
@@ -110,7 +111,7 @@ pub struct ContextPlan {
 }
 
 /// The instruction that ends a compaction's summary request: a summary made for coding
-/// sessions (NanoAgent's and Agentica's compaction keep the same things).
+/// sessions (what coding agents' compactions commonly keep).
 pub const COMPACTION_PROMPT: &str = "The conversation so far is about to be replaced by your \
 summary of it, so that the session fits the context window. Write that summary now, as plain \
 text, for yourself to continue the task from: the task and what is left to do; every file path \
@@ -123,7 +124,7 @@ complete; do not call any tool.";
 /// own model answers (its summary request is then a prompt-cache hit on the session's
 /// prefix and history); give the agent a [`ModelCompactor`] over another model
 /// (`HaloAgentBuilder::compactor`) to summarize with a cheaper one.
-#[async_trait::async_trait]
+#[async_trait]
 pub trait Compactor: Send + Sync + fmt::Debug {
     /// Answers `request`: the prefix, the history ending with the compaction's instruction,
     /// the session's generation options. The answer's text is the summary (a tool call in it
@@ -148,7 +149,7 @@ impl fmt::Debug for ModelCompactor {
     }
 }
 
-#[async_trait::async_trait]
+#[async_trait]
 impl Compactor for ModelCompactor {
     async fn summarize(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         self.0.generate(request).await
@@ -169,12 +170,15 @@ pub const SUMMARY_HEADER: &str = "Summary of the earlier part of this session:";
 /// as a last user message, with the session's generation options — its tool choice too: a
 /// different one would cost the history's cache on Anthropic, whose cache a change of
 /// `tool_choice` invalidates for message blocks, and on Gemini — so it is
-/// itself a prompt-cache hit. The driver makes it between steps
-/// ([`RunState::compaction_request`](crate::RunState::compaction_request)). When its own
-/// request is over the window, it is made again in halves (the older half, then the newer
-/// half after that summary); when that fails too, or on any other error, the messages before
-/// `keep_from` are dropped instead, as truncation would
-/// ([`RunState::fail_compaction`](crate::RunState::fail_compaction)).
+/// itself a prompt-cache hit. The engine asks the driver for it between steps
+/// ([`Effect::Summarize`](crate::driver::Effect::Summarize)). A summary request is never
+/// larger than the window: when the whole history would not fit, what is summarized goes
+/// in chunks (the older half, then the newer half with the first half's summary; a chunk
+/// still too large is halved again, and texts too long for any chunk — a huge tool result,
+/// long reasoning — are cut inside the request). When that fails too, or on any other
+/// error, the messages before `keep_from` are dropped instead, as truncation would, and the
+/// run says so ([`AgentEvent::HistoryRewritten`](crate::AgentEvent::HistoryRewritten), and
+/// the journal's boundary record).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Compaction {
     /// The first message kept after the summary; the start of a unit, at or before the live
@@ -287,8 +291,8 @@ impl ContextConfig {
         }
     }
 
-    /// Sets the window, in tokens, whatever the model says (`--context-window N` on the
-    /// coder).
+    /// Sets the window, in tokens, whatever the model says (a command-line flag, a smaller
+    /// budget than the model allows).
     pub fn with_context_window(mut self, tokens: u64) -> Self {
         self.context_window = Some(tokens);
         self

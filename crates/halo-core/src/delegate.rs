@@ -1,17 +1,18 @@
 //! Agent tools: tools that run the agent itself — a plan carried out in the agent's own
-//! context, a sub-agent on the agent's model (issue 14 §5–6; halo-strategies' `Plan` and
-//! `Subagent` are the two Halo ships).
+//! context, a sub-agent on the agent's model (halo-strategies' `Plan` and `Subagent` are the
+//! two Halo ships).
 //!
 //! # The design
-//! A [`Tool`](crate::Tool) cannot borrow the agent that calls it: the run loop holds the
-//! agent mutably while the step's calls run. So the driver knows one more kind of tool, the
-//! [`AgentTool`], added with [`HaloAgentBuilder::agent_tool`](crate::HaloAgentBuilder::agent_tool).
-//! When a step calls one, the driver takes a snapshot of the agent for the step (a
-//! `Parent`: the model, the prefix, the tools and hooks, the options, the step's active
-//! tools and a fork of the run state) and hands each call an [`AgentContext`] over it. The
-//! tool then runs what it needs as agents of its own, built from the context:
+//! A tool cannot borrow the agent that calls it: the run holds the agent mutably while the
+//! step's calls run. So a tool that runs the agent says so in its annotations
+//! ([`ToolAnnotations::runs_agent`](crate::ToolAnnotations::runs_agent)); when a step calls
+//! one, the driver takes a snapshot of the agent for the step (the agent's configuration —
+//! model, prefix, tools and hooks, options, limits, strategies — the step's active tools and
+//! a fork of the run state) and the call's [`ToolContext`](crate::ToolContext) carries an
+//! [`AgentHandle`] over it. The tool then runs what it needs as agents of its own, built from
+//! the handle:
 //!
-//! - [`AgentContext::fork`]: **the same context**. An agent with a byte-identical prefix,
+//! - [`AgentHandle::fork`]: **the same context**. An agent with a byte-identical prefix,
 //!   the same tools, options and history (a clone of the log, which remembers where it
 //!   forked, so an adapter's kept body is reused), the same ledger (its first request is
 //!   predicted to read all the parent's last request carried from the cache, and the
@@ -20,14 +21,14 @@
 //!   bytes do not change. This is the recursion guard of `plan`: inside its steps a `plan`
 //!   call is not offered (OpenAI `allowed_tools`, Gemini `allowedFunctionNames`) and, where
 //!   the provider has no such mechanism, refused with an error result.
-//! - [`AgentContext::subagent`]: **a fresh agent** on the same model: its own prefix (the
+//! - [`AgentHandle::subagent`]: **a fresh agent** on the same model: its own prefix (the
 //!   system prompt the tool builds, the parent's tool specs minus the calling tool: the
 //!   recursion guard of `subagent`), its own log, one level deeper
-//!   ([`AgentContext::depth`], which a tool can bound).
+//!   ([`AgentHandle::depth`], which a tool can bound).
 //!
-//! The tool's answer is an ordinary [`ToolOutput`]: the parent's log gets one tool result
+//! The tool's answer is an ordinary [`ToolOutput`](crate::ToolOutput): the parent's log gets one tool result
 //! (the pairing invariant holds: the calls of the step in flight are answered, nothing
-//! else enters the parent's log), and [`ToolOutput::with_stats`] carries the forks' and
+//! else enters the parent's log), and [`ToolOutput::with_stats`](crate::ToolOutput::with_stats) carries the forks' and
 //! sub-agents' counters, which the engine adds to the parent's
 //! ([`AgentStats::delegated_steps`](crate::AgentStats::delegated_steps)). A fork's steps never
 //! enter the parent's log: what the parent keeps of a plan is its result, and the parent's
@@ -35,54 +36,57 @@
 //!
 //! The calls go through the agent's tool hooks (an approval prompt sees a `subagent` call
 //! as any other), and the forks and sub-agents share the hooks, so their own tool calls do
-//! too. A concurrent agent tool ([`AgentTool::concurrent`]) runs together with the other
-//! concurrent and read-only calls of its step (two sub-agents of one step at once).
+//! too. A concurrent agent tool
+//! ([`ToolAnnotations::concurrent`](crate::ToolAnnotations::concurrent)) runs together with
+//! the other concurrent and read-only calls of its step (two sub-agents of one step at once).
 //!
 //! What a fork or sub-agent takes from the parent: the model, the tools and hooks, the
 //! options, the repair strategy, the loop guard, the context strategy and compactor, the
 //! clock, the step limit and the session id. Not taken: the guardrails and step hooks
 //! (they guard the parent's own conversation; a step hook's active tools would undo the
-//! recursion guard), the session store (a fork's steps are not the parent's), steering.
+//! recursion guard), the session store (a fork's steps are not the parent's), steering,
+//! the handoffs ([`crate::handoff`]: a fork keeps their specs in its prefix but cannot
+//! call them, a sub-agent has none) and the parent's name (a fork's events are tagged with
+//! the calling tool's name, a sub-agent's with the name its builder gives it).
+//!
+//! While the parent's run is streamed, a fork's and a sub-agent's steps, tool calls and
+//! text reach the parent's events, tagged ([`crate::inner`]): [`AgentHandle::events`] is
+//! where they go, and both wire it up themselves.
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use serde_json::Value;
-
-use crate::agent::{Guards, HaloAgent, HaloAgentBuilder};
-use crate::cancel::CancelToken;
-use crate::clock::Clock;
-use crate::context::{Compactor, ContextConfig};
-use crate::dispatch::Toolbox;
+use crate::agent::{Config, Guards, HaloAgent, HaloAgentBuilder};
 use crate::engine::RunState;
+use crate::inner::{EventSink, Tap};
 use crate::log::MessageLog;
 use crate::message::ToolCall;
 use crate::model::{GenerationOptions, SharedModel, ToolChoice};
-use crate::prefix::{StablePrefix, ToolSpec};
-use crate::steering::SteeringHandle;
-use crate::tool::{ToolError, ToolOutput};
+use crate::prefix::StablePrefix;
 
-/// A tool that runs the agent that calls it: the driver gives each call an
-/// [`AgentContext`] (see the [module docs](self)). Object-safe; implement with
-/// `#[halo_core::async_trait]`.
+/// What a tool that runs the agent gets in its [`ToolContext`](crate::ToolContext): a
+/// snapshot of the calling agent for the step, and the call. See the [module docs](self).
 ///
 /// ```
-/// use halo_core::{AgentContext, AgentTool, HaloAgent, ToolError, ToolOutput, ToolSpec, async_trait};
+/// use halo_core::{async_trait, DynTool, HaloAgent, ToolAnnotations, ToolContext, ToolError, ToolOutput, ToolSpec};
 /// use halo_core::testing::ScriptedModel;
 /// use serde_json::{Value, json};
 ///
 /// /// Asks the same agent, in its own context, for a second opinion.
 /// struct Reflect;
 /// #[async_trait]
-/// impl AgentTool for Reflect {
+/// impl DynTool for Reflect {
 ///     fn spec(&self) -> ToolSpec {
 ///         ToolSpec::new("reflect", "Thinks again about a question.", json!({
 ///             "type": "object", "properties": {"question": {"type": "string"}},
 ///             "required": ["question"],
 ///         }))
 ///     }
-///     async fn call(&self, cx: AgentContext, args: Value) -> Result<ToolOutput, ToolError> {
-///         let mut fork = cx.fork();
+///     fn annotations(&self) -> ToolAnnotations {
+///         ToolAnnotations::default().with_runs_agent(true)
+///     }
+///     async fn call_json(&self, args: Value, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+///         let agent = cx.agent().ok_or_else(|| ToolError::Failed("no agent to reflect with".into()))?;
+///         let mut fork = agent.fork();
 ///         let question = args["question"].as_str().unwrap_or_default().to_string();
 ///         let run = fork.generate_text(question).await.map_err(|e| ToolError::Failed(e.to_string()))?;
 ///         Ok(ToolOutput::text(run.text).with_stats(fork.stats()))
@@ -94,7 +98,7 @@ use crate::tool::{ToolError, ToolOutput};
 ///     .tool_call("reflect", json!({"question": "Is 7 prime?"}))
 ///     .text("Yes: 7 has no divisor but 1 and 7.") // the fork's answer
 ///     .text("7 is prime.");
-/// let mut agent = HaloAgent::builder(model.clone()).agent_tool(Reflect).unwrap().build();
+/// let mut agent = HaloAgent::builder(model.clone()).tool(Reflect).unwrap().build();
 /// let out = agent.generate_text("Is 7 prime?").await.unwrap();
 /// assert_eq!(out.text, "7 is prime.");
 /// assert_eq!(out.stats.delegated_steps, 1); // the fork's model call
@@ -104,91 +108,77 @@ use crate::tool::{ToolError, ToolOutput};
 /// assert_eq!(requests[0].prefix_bytes, requests[1].prefix_bytes);
 /// # });
 /// ```
-#[async_trait]
-pub trait AgentTool: Send + Sync {
-    /// The tool's spec, which goes into the prefix as any tool's (stable across runs).
-    fn spec(&self) -> ToolSpec;
-
-    /// Whether calls may run concurrently with the step's other concurrent and read-only
-    /// calls (default: no, they run one by one).
-    fn concurrent(&self) -> bool {
-        false
-    }
-
-    /// Runs a call whose arguments fit the spec's schema.
-    ///
-    /// # Errors
-    /// [`ToolError`]: `Failed` and `InvalidArguments` are shown to the model, `Fatal` ends
-    /// the calling agent's run.
-    async fn call(&self, context: AgentContext, arguments: Value) -> Result<ToolOutput, ToolError>;
-}
-
-/// What an agent tool's call runs with: a snapshot of the calling agent for the step, and
-/// the call. See the [module docs](self).
-pub struct AgentContext {
+#[derive(Clone)]
+pub struct AgentHandle {
     parent: Arc<Parent>,
     call: ToolCall,
+    /// Where the agents this call runs send their events, when the run is streamed.
+    events: Option<EventSink>,
 }
 
-impl std::fmt::Debug for AgentContext {
+impl std::fmt::Debug for AgentHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AgentContext")
+        f.debug_struct("AgentHandle")
             .field("call", &self.call)
-            .field("depth", &self.parent.depth)
+            .field("depth", &self.parent.config.depth)
             .finish_non_exhaustive()
     }
 }
 
 /// The calling agent, as a step's agent tool calls see it.
 pub(crate) struct Parent {
-    model: SharedModel,
-    prefix: StablePrefix,
-    tools: Toolbox,
-    options: GenerationOptions,
+    /// The agent's configuration, without its guardrails and step hooks (they guard the
+    /// parent's own conversation).
+    config: Config,
     /// The step's active tools (`None`: all).
     active: Option<Vec<String>>,
     /// A fork of the parent's run state ([`RunState::fork`]).
     state: RunState,
-    max_steps: usize,
-    log_capacity: usize,
-    session_id: Option<String>,
-    guards: Guards,
-    clock: Arc<dyn Clock>,
-    context: Option<ContextConfig>,
-    compactor: Option<Arc<dyn Compactor>>,
-    depth: usize,
 }
 
-impl HaloAgent {
-    /// The snapshot a step's agent tool calls run with; `active` are the step's active
-    /// tools.
-    pub(crate) fn parent(&self, active: Option<Vec<String>>) -> Parent {
+impl Parent {
+    /// The snapshot of an agent configured with `config`, whose run is `state`, for a step
+    /// whose active tools are `active`.
+    pub(crate) fn new(config: &Config, state: &RunState, active: Option<Vec<String>>) -> Self {
+        let mut config = config.clone();
+        config.guards = Guards {
+            repair: config.guards.repair.take(),
+            loops: config.guards.loops.take(),
+            ..Guards::default()
+        };
         Parent {
-            model: self.model.clone(),
-            prefix: self.prefix.clone(),
-            tools: self.tools.clone(),
-            options: self.options.clone(),
+            config,
             active,
-            state: self.state.fork(),
-            max_steps: self.max_steps,
-            log_capacity: self.log_capacity,
-            session_id: self.session_id.clone(),
-            guards: Guards {
-                repair: self.guards.repair.clone(),
-                loops: self.guards.loops.clone(),
-                ..Guards::default()
-            },
-            clock: self.clock.clone(),
-            context: self.context.clone(),
-            compactor: self.compactor.clone(),
-            depth: self.depth,
+            state: state.fork(),
         }
     }
 }
 
-impl AgentContext {
-    pub(crate) fn new(parent: Arc<Parent>, call: ToolCall) -> Self {
-        AgentContext { parent, call }
+impl AgentHandle {
+    pub(crate) fn new(parent: Arc<Parent>, call: ToolCall, events: Option<EventSink>) -> Self {
+        AgentHandle {
+            parent,
+            call,
+            events,
+        }
+    }
+
+    /// Where the agents this call runs send their events ([`crate::inner`]): set while the
+    /// calling run is streamed. [`fork`](Self::fork) and [`subagent`](Self::subagent) wire
+    /// it up themselves.
+    pub fn events(&self) -> Option<&EventSink> {
+        self.events.as_ref()
+    }
+
+    /// An agent this call runs, made to forward its events ([`crate::inner`]) and not to
+    /// hand the conversation anywhere (its handoffs' targets are the caller's peers).
+    fn inner(&self, config: &mut Config) {
+        config.depth += 1;
+        config.tap = self
+            .events
+            .clone()
+            .map(|sink| Tap::new(sink, &self.call.id, &self.call.name));
+        config.reachable = Arc::default();
     }
 
     /// The call being run.
@@ -199,23 +189,28 @@ impl AgentContext {
     /// How deep the calling agent is: 0 for an agent built by the application, one more
     /// for each fork or sub-agent between it and that agent.
     pub fn depth(&self) -> usize {
-        self.parent.depth
+        self.parent.config.depth
     }
 
     /// The calling agent's model.
     pub fn model(&self) -> &SharedModel {
-        &self.parent.model
+        &self.parent.config.model
     }
 
     /// The calling agent's prefix.
     pub fn prefix(&self) -> &StablePrefix {
-        &self.parent.prefix
+        &self.parent.config.prefix
     }
 
     /// The calling agent's history: every committed step, without the step in flight (the
     /// one whose call this is).
     pub fn history(&self) -> &MessageLog {
         self.parent.state.log()
+    }
+
+    /// A fork of the calling agent's run state: its history and ledger.
+    pub(crate) fn fork_state(&self) -> RunState {
+        self.parent.state.fork()
     }
 
     /// The tools the calling agent may call in this step, sorted.
@@ -228,6 +223,7 @@ impl AgentContext {
             }
             None => self
                 .parent
+                .config
                 .tools
                 .registry()
                 .names()
@@ -239,7 +235,7 @@ impl AgentContext {
     /// The caller's options for an agent this call runs: a `tool_choice` that forces this
     /// call's tool (which that agent may not call) becomes `auto`.
     fn own_options(&self) -> GenerationOptions {
-        let mut options = self.parent.options.clone();
+        let mut options = self.parent.config.options.clone();
         if matches!(&options.tool_choice, ToolChoice::Tool(name) if *name == self.call.name) {
             options.tool_choice = ToolChoice::Auto;
         }
@@ -247,69 +243,58 @@ impl AgentContext {
     }
 
     /// An agent in the calling agent's context: the same prefix bytes, tools, options and
-    /// history, the ledger carried over, one level deeper, and this call's tool not
-    /// callable (taken out of [`GenerationOptions::active_tools`], not out of the prefix).
-    /// Its steps never enter the caller's log. See the [module docs](self).
+    /// history, the ledger carried over, one level deeper, and this call's tool (and the
+    /// handoff tools) not callable (taken out of [`GenerationOptions::active_tools`], not
+    /// out of the prefix). Its steps never enter the caller's log; while the caller's run
+    /// is streamed, its events reach the caller's, tagged with this call's tool name. See
+    /// the [module docs](self).
     pub fn fork(&self) -> HaloAgent {
-        let p = &*self.parent;
+        let mut config = self.parent.config.clone();
         let mut options = self.own_options();
         options.active_tools = Some(
             self.callable_tools()
                 .into_iter()
-                .filter(|name| *name != self.call.name)
+                .filter(|name| *name != self.call.name && !config.handoffs.contains_key(name))
                 .collect(),
         );
-        HaloAgent {
-            model: p.model.clone(),
-            prefix: p.prefix.clone(),
-            tools: p.tools.clone(),
-            state: p.state.fork(),
-            options,
-            max_steps: p.max_steps,
-            log_capacity: p.log_capacity,
-            session_id: p.session_id.clone(),
-            guards: p.guards.clone(),
-            clock: p.clock.clone(),
-            store: None,
-            restored: true,
-            steering: SteeringHandle::default(),
-            cancel: CancelToken::default(),
-            manual: false,
-            context: p.context.clone(),
-            compactor: p.compactor.clone(),
-            depth: p.depth + 1,
-        }
+        config.options = options;
+        // Its events are tagged with the tool that runs it (`plan`).
+        config.name = None;
+        self.inner(&mut config);
+        HaloAgent::from_parts(config, self.parent.state.fork())
     }
 
     /// A builder for a fresh agent on the calling agent's model, one level deeper: `system`
-    /// as its system prompt, the caller's tools and hooks except this call's tool (and its
-    /// specs in the same canonical order), the caller's options, step limit, repair
-    /// strategy, loop guard, context strategy and clock; an empty log. The same `system`
-    /// gives the same prefix bytes, so a second sub-agent of a role reads its prefix from
-    /// the provider's cache.
+    /// as its system prompt, the caller's tools and hooks except this call's tool and the
+    /// handoff tools (and its specs in the same canonical order), the caller's options, limits, repair strategy,
+    /// loop guard, context strategy and clock; an empty log. The same `system` gives the
+    /// same prefix bytes, so a second sub-agent of a role reads its prefix from the
+    /// provider's cache.
     pub fn subagent(&self, system: impl Into<String>) -> HaloAgentBuilder {
-        let p = &*self.parent;
-        let own = self.call.name.as_str();
+        let mut config = self.parent.config.clone();
+        // Not its own tool, nor the caller's handoffs.
+        let mut left_out: Vec<&str> = config.handoffs.keys().map(String::as_str).collect();
+        left_out.push(self.call.name.as_str());
         let mut prefix = StablePrefix::new(system);
-        for spec in p.prefix.tools().iter().filter(|t| t.name != own) {
+        for spec in config
+            .prefix
+            .tools()
+            .iter()
+            .filter(|t| !left_out.contains(&t.name.as_str()))
+        {
             // The specs come from a valid prefix: adding them again cannot fail.
             let _ = prefix.add_tool(spec.clone());
         }
         let mut options = self.own_options();
         if let Some(active) = &mut options.active_tools {
-            active.retain(|name| name != own);
+            active.retain(|name| !left_out.contains(&name.as_str()));
         }
-        let mut builder = HaloAgent::builder_shared(p.model.clone())
-            .options(options)
-            .max_steps(p.max_steps)
-            .log_capacity(p.log_capacity)
-            .clock(p.clock.clone());
-        builder.prefix = prefix;
-        builder.tools = p.tools.without(&[own]);
-        builder.guards = p.guards.clone();
-        builder.context = p.context.clone();
-        builder.compactor = p.compactor.clone();
-        builder.depth = p.depth + 1;
-        builder
+        let tools = config.tools.without(&left_out);
+        config.options = options;
+        config.handoffs.clear();
+        config.handoff_filter = None;
+        config.name = None;
+        self.inner(&mut config);
+        HaloAgentBuilder::from_config(config).set_prefix_and_tools(prefix, tools)
     }
 }

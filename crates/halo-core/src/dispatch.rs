@@ -1,35 +1,34 @@
 //! Tool dispatch: the one owner of an agent's tools — their executors and compiled schemas
 //! (the [`ToolRegistry`]), their specs (written once, into the [`StablePrefix`]) and the
-//! tool hooks — and the code that runs a step's tool calls.
+//! tool hooks — and the code that runs one tool call.
 //!
-//! A step's calls run in call order, except that consecutive calls of read-only tools
-//! ([`ToolAnnotations::concurrency_safe`](crate::tool::ToolAnnotations::concurrency_safe))
-//! form a batch that runs concurrently. A fatal error (a tool's `Fatal`, a hook's abort)
-//! drops the rest of its batch and ends the run. Calls of client-side tools are not run here:
-//! the drivers hand them to the caller.
-//!
-//! Agent tools ([`crate::delegate`]) are registered like client-side tools (their spec in
-//! the prefix, their schema in the registry) and run here, through the same hooks, with the
-//! [`Parent`] the driver made for the step; a concurrent one
-//! ([`AgentTool::concurrent`]) batches with read-only calls.
+//! Which calls run, in which batches, and what happens to their outcomes is the run
+//! engine's decision ([`crate::engine`]); here one call goes through the pipeline: the
+//! step's active tools, the schema, the before-hooks, an approval the hooks or the tool's
+//! annotations ask for, the tool itself, the after-hooks. A panicking tool or hook becomes an
+//! error result with the panic message (unless the agent fails fast). Tools that run the
+//! agent ([`crate::delegate`]) get the step's snapshot of it in their [`ToolContext`].
 //!
 //! A [`Toolbox`] also stands alone, outside any agent: an MCP server (halo-mcp) runs each
 //! `tools/call` through [`Toolbox::run`], so a served tool gets exactly the argument checks
 //! and hooks (denylist, permission policy, truncation) it gets inside an agent.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
+use futures::FutureExt as _;
 use tracing::{Instrument as _, field::Empty};
 
-use std::collections::BTreeMap;
-
-use crate::delegate::{AgentContext, AgentTool, Parent};
+use crate::cancel::CancelToken;
+use crate::delegate::{AgentHandle, Parent};
+use crate::driver::ToolOutcome;
 use crate::error::HaloError;
 use crate::hook::{ToolCallDecision, ToolHook};
+use crate::inner::EventSink;
 use crate::message::{ToolCall, ToolResult};
 use crate::prefix::{StablePrefix, ToolSpec};
-use crate::stats::AgentStats;
-use crate::tool::{DynTool, ToolAnnotations, ToolRegistry, ToolSource, output_result};
+use crate::request;
+use crate::tool::{DynTool, ToolAnnotations, ToolContext, ToolRegistry, ToolSource, output_result};
 
 /// Tools and the hooks around their calls: the tool pipeline of an agent, usable on its own.
 ///
@@ -38,11 +37,12 @@ use crate::tool::{DynTool, ToolAnnotations, ToolRegistry, ToolSource, output_res
 /// [`push_hook`](Self::push_hook)) keeps them itself and lists them with
 /// [`specs`](Self::specs). [`run`](Self::run) takes one [`ToolCall`] through the pipeline:
 /// arguments parsed and checked against the schema, the before-hooks in order (allow,
-/// rewrite, deny, abort), the tool, then the after-hooks on every result
-/// ([`crate::hook`]).
+/// rewrite, deny, ask, abort), the tool, then the after-hooks on every result
+/// ([`crate::hook`]). A call that needs approval is denied there at once: a toolbox on its
+/// own has no one to ask.
 ///
 /// ```
-/// use halo_core::{Toolbox, ToolCall, ToolCallDecision, ToolHook, Tool, ToolError, ToolOutput, async_trait};
+/// use halo_core::{Toolbox, ToolCall, ToolCallDecision, ToolContext, ToolHook, Tool, ToolError, ToolOutput, async_trait};
 /// use serde_json::Value;
 ///
 /// struct Upper;
@@ -59,7 +59,7 @@ use crate::tool::{DynTool, ToolAnnotations, ToolRegistry, ToolSource, output_res
 /// struct NoSecrets;
 /// #[async_trait]
 /// impl ToolHook for NoSecrets {
-///     async fn before_tool_call(&self, _: &ToolCall, args: &Value) -> ToolCallDecision {
+///     async fn before_tool_call(&self, _: &ToolContext, args: &Value) -> ToolCallDecision {
 ///         if args["text"] == "secret" {
 ///             ToolCallDecision::Deny("secrets are not upper-cased".into())
 ///         } else {
@@ -84,12 +84,10 @@ use crate::tool::{DynTool, ToolAnnotations, ToolRegistry, ToolSource, output_res
 /// Cheap to clone (the tools are shared), which forks and sub-agents do.
 #[derive(Default, Clone)]
 pub struct Toolbox {
-    registry: ToolRegistry,
+    /// Shared with every call's [`ToolContext`]; copied on write.
+    registry: Arc<ToolRegistry>,
     hooks: Vec<Arc<dyn ToolHook>>,
     sources: Vec<Sourced>,
-    /// Tools that run the agent ([`crate::delegate`]), by name; also in the registry, as
-    /// client-side entries (spec and schema, no executor).
-    agents: BTreeMap<String, Arc<dyn AgentTool>>,
 }
 
 /// A [`ToolSource`] and what the toolbox last took from it.
@@ -107,8 +105,36 @@ impl std::fmt::Debug for Toolbox {
             .field("tools", &self.registry)
             .field("hooks", &self.hooks.len())
             .field("sources", &self.sources.len())
-            .field("agent_tools", &self.agents.keys().collect::<Vec<_>>())
             .finish()
+    }
+}
+
+/// What one call runs with besides the toolbox: the step's active tools, the agent's
+/// snapshot for tools that run it, the run's cancel token, whether the call was approved,
+/// whether panics are caught.
+pub(crate) struct CallEnv<'a> {
+    pub(crate) active: Option<&'a [String]>,
+    pub(crate) parent: Option<Arc<Parent>>,
+    /// Where inner agents' events go, while the run is streamed ([`crate::inner`]).
+    pub(crate) events: Option<EventSink>,
+    /// How deep the calling agent is (0 outside agents).
+    pub(crate) depth: usize,
+    pub(crate) cancel: CancelToken,
+    pub(crate) approved: bool,
+    pub(crate) catch_panics: bool,
+}
+
+impl Default for CallEnv<'_> {
+    fn default() -> Self {
+        CallEnv {
+            active: None,
+            parent: None,
+            events: None,
+            depth: 0,
+            cancel: CancelToken::default(),
+            approved: false,
+            catch_panics: true,
+        }
     }
 }
 
@@ -128,13 +154,13 @@ impl Toolbox {
     pub fn add_tool(&mut self, tool: Arc<dyn DynTool>) -> Result<ToolSpec, HaloError> {
         let spec = tool.spec();
         StablePrefix::default().check_tool(&spec)?;
-        Ok(self.registry.insert(tool)?)
+        Ok(Arc::make_mut(&mut self.registry).insert(tool)?)
     }
 
     /// Removes a tool from a standalone toolbox; returns whether it was there. (Inside an
     /// agent the prefix would still name it; agents change tools through their own API.)
     pub fn remove_tool(&mut self, name: &str) -> bool {
-        self.registry.remove(name)
+        Arc::make_mut(&mut self.registry).remove(name)
     }
 
     /// The specs of the tools, sorted by name.
@@ -166,7 +192,7 @@ impl Toolbox {
     ) -> Result<(), HaloError> {
         let spec = tool.spec();
         prefix.check_tool(&spec)?;
-        self.registry.insert(tool)?;
+        Arc::make_mut(&mut self.registry).insert(tool)?;
         prefix.add_tool(spec)?;
         Ok(())
     }
@@ -178,38 +204,19 @@ impl Toolbox {
         spec: ToolSpec,
     ) -> Result<(), HaloError> {
         prefix.check_tool(&spec)?;
-        self.registry.insert_client(&spec)?;
+        Arc::make_mut(&mut self.registry).insert_client(&spec)?;
         prefix.add_tool(spec)?;
-        Ok(())
-    }
-
-    /// Adds an agent tool ([`crate::delegate`]).
-    pub(crate) fn add_agent(
-        &mut self,
-        prefix: &mut StablePrefix,
-        tool: Arc<dyn AgentTool>,
-    ) -> Result<(), HaloError> {
-        let spec = tool.spec();
-        prefix.check_tool(&spec)?;
-        self.registry.insert_client(&spec)?;
-        prefix.add_tool(spec.clone())?;
-        self.agents.insert(spec.name, tool);
         Ok(())
     }
 
     /// These tools without the ones named (for a sub-agent's).
     pub(crate) fn without(&self, names: &[&str]) -> Toolbox {
         let mut tools = self.clone();
+        let registry = Arc::make_mut(&mut tools.registry);
         for name in names {
-            tools.registry.remove(name);
-            tools.agents.remove(*name);
+            registry.remove(name);
         }
         tools
-    }
-
-    /// Whether any of `calls` is an agent tool's (so the step needs a [`Parent`]).
-    pub(crate) fn calls_agents(&self, calls: &[ToolCall]) -> bool {
-        calls.iter().any(|c| self.agents.contains_key(&c.name))
     }
 
     /// Adds a tool source and its current tools (see [`ToolSource`]).
@@ -238,10 +245,11 @@ impl Toolbox {
             self.sources[i].version = version;
             if specs == old {
                 // Same specs: new executors (a restarted server), the prefix unchanged.
+                let registry = Arc::make_mut(&mut self.registry);
                 for tool in tools {
                     let name = tool.spec().name;
-                    self.registry.remove(&name);
-                    if let Err(e) = self.registry.insert(tool) {
+                    registry.remove(&name);
+                    if let Err(e) = registry.insert(tool) {
                         tracing::warn!(tool = %name, error = %e, "a source's tool was left out");
                     }
                 }
@@ -249,7 +257,7 @@ impl Toolbox {
                 continue;
             }
             for spec in &old {
-                self.registry.remove(&spec.name);
+                Arc::make_mut(&mut self.registry).remove(&spec.name);
                 prefix.remove_tool(&spec.name);
             }
             self.sources[i].specs = self.add_sourced(prefix, tools);
@@ -308,40 +316,34 @@ impl Toolbox {
 
     /// Whether the caller runs calls of `name`.
     pub(crate) fn is_client_side(&self, name: &str) -> bool {
-        self.registry.is_client_side(name) && !self.agents.contains_key(name)
+        self.registry.is_client_side(name)
     }
 
-    /// `calls` (none client-side) in batches: each batch runs concurrently, batches one
-    /// after another. Consecutive read-only calls share a batch; any other call is alone.
-    pub(crate) fn batches(&self, calls: Vec<ToolCall>) -> Vec<Vec<ToolCall>> {
-        let mut out: Vec<Vec<ToolCall>> = Vec::new();
-        let mut open = false;
-        for call in calls {
-            let safe = match self.agents.get(&call.name) {
-                Some(agent) => agent.concurrent(),
-                None => self
-                    .registry
-                    .annotations(&call.name)
-                    .is_some_and(|a| a.concurrency_safe()),
-            };
-            match out.last_mut() {
-                Some(batch) if safe && open => batch.push(call),
-                _ => {
-                    out.push(vec![call]);
-                    open = safe;
-                }
-            }
-        }
-        out
+    /// Whether calls of `name` may share a batch with other such calls.
+    pub(crate) fn concurrency_safe(&self, name: &str) -> bool {
+        self.registry
+            .annotations(name)
+            .is_some_and(|a| a.concurrency_safe())
     }
 
-    /// Runs one call through the hook pipeline and its tool, in an `execute_tool` tracing
-    /// span, as an agent runs each call of a step.
+    /// Whether any of `calls` is of a tool that runs the agent (so the step needs a
+    /// snapshot of it, a [`Parent`]).
+    pub(crate) fn runs_agent(&self, calls: &[ToolCall]) -> bool {
+        calls.iter().any(|c| {
+            self.registry
+                .annotations(&c.name)
+                .is_some_and(|a| a.runs_agent)
+        })
+    }
+
+    /// Runs one call through the hooks and its tool, as an agent runs each call of a
+    /// step, in an `execute_tool` tracing span.
     ///
     /// An unknown tool, arguments that are not a JSON object or do not fit the schema, a
-    /// hook's deny, a tool's `Failed` or `InvalidArguments` all come back as a result with
-    /// `is_error: true` whose text says what to do. An agent tool's call ([`AgentTool`])
-    /// needs the agent that runs it: here, on its own, it is an error result.
+    /// hook's deny, a tool's `Failed` or `InvalidArguments`, a panic all come back as a
+    /// result with `is_error: true` whose text says what to do. A call that needs approval
+    /// is denied at once (a toolbox on its own has no one to ask), and so is the call of a
+    /// tool that runs the agent (there is no agent here).
     ///
     /// # Errors
     /// [`HaloError::ToolFatal`] (the tool's `Fatal`) and [`HaloError::Aborted`] (a hook's
@@ -350,48 +352,80 @@ impl Toolbox {
     /// # Cancel safety
     /// Dropping the future abandons the call; what the tool already did is not undone.
     pub async fn run(&self, call: &ToolCall) -> Result<ToolResult, HaloError> {
-        Ok(self.run_in_step(call, None, None).await?.0)
+        match self.run_call(call, CallEnv::default()).await {
+            ToolOutcome::Result { result, .. } => Ok(result),
+            ToolOutcome::NeedsApproval { reason, .. } => Ok(request::unapproved(call, &reason)),
+            ToolOutcome::Fatal { tool, message, .. } => Err(HaloError::ToolFatal { tool, message }),
+            ToolOutcome::Aborted { tool, reason, .. } => Err(HaloError::Aborted { tool, reason }),
+        }
     }
 
-    /// Runs one call through the hooks and its tool, in an `execute_tool` span. `active`
-    /// restricts the tools this step may call; `parent` is what an agent tool's call runs
-    /// with (an agent tool's call without one gets an error result). Returns the result and
-    /// the counters of the model calls the tool made ([`crate::ToolOutput::stats`]).
-    ///
-    /// # Errors
-    /// [`HaloError::ToolFatal`] and [`HaloError::Aborted`]; every other failure is an error
-    /// result the model reads.
-    pub(crate) async fn run_in_step(
-        &self,
-        call: &ToolCall,
-        active: Option<&[String]>,
-        parent: Option<&Arc<Parent>>,
-    ) -> Result<(ToolResult, Option<AgentStats>), HaloError> {
+    /// Runs one call through the hooks and its tool, in an `execute_tool` span, and says
+    /// what came of it ([`ToolOutcome`]): a result (with the counters of the model calls the
+    /// tool made), an approval to ask, or a fatal end.
+    pub(crate) async fn run_call(&self, call: &ToolCall, env: CallEnv<'_>) -> ToolOutcome {
+        let span_name = format!("execute_tool {}", call.name);
         let span = tracing::info_span!(
             "execute_tool",
+            "otel.name" = span_name.as_str(),
+            "otel.kind" = "internal",
+            "otel.status_code" = Empty,
             "gen_ai.operation.name" = "execute_tool",
             "gen_ai.tool.name" = call.name.as_str(),
             "gen_ai.tool.call.id" = call.id.as_str(),
+            "gen_ai.tool.type" = "function",
+            "error.type" = Empty,
             "halo.tool.is_error" = Empty,
         );
-        let result = self
-            .run_hooked(call, active, parent)
-            .instrument(span.clone())
-            .await?;
-        span.record("halo.tool.is_error", result.0.is_error);
-        Ok(result)
+        let outcome = self.run_hooked(call, &env).instrument(span.clone()).await;
+        let error = match &outcome {
+            ToolOutcome::Result { result, .. } => {
+                span.record("halo.tool.is_error", result.is_error);
+                result.is_error.then_some("tool_error")
+            }
+            ToolOutcome::NeedsApproval { .. } => None,
+            ToolOutcome::Fatal { .. } => Some("fatal"),
+            ToolOutcome::Aborted { .. } => Some("aborted"),
+        };
+        if let Some(error) = error {
+            span.record("error.type", error);
+            span.record("otel.status_code", "error");
+        }
+        outcome
+    }
+
+    /// The call's context.
+    fn context(&self, call: &ToolCall, env: &CallEnv<'_>) -> ToolContext {
+        let annotations = self.registry.annotations(&call.name).unwrap_or_default();
+        let agent = match (&env.parent, annotations.runs_agent) {
+            (Some(parent), true) => Some(AgentHandle::new(
+                parent.clone(),
+                call.clone(),
+                env.events.clone(),
+            )),
+            _ => None,
+        };
+        ToolContext::new(
+            call.clone(),
+            annotations,
+            env.cancel.clone(),
+            self.registry.clone(),
+        )
+        .approve(env.approved)
+        .with_agent(agent)
+        .with_events(env.events.clone())
+        .at_depth(env.depth)
     }
 
     /// The hook pipeline around one tool call (see [`crate::hook`]).
-    async fn run_hooked(
-        &self,
-        call: &ToolCall,
-        active: Option<&[String]>,
-        parent: Option<&Arc<Parent>>,
-    ) -> Result<(ToolResult, Option<AgentStats>), HaloError> {
-        let inactive = active.is_some_and(|names| !names.contains(&call.name));
+    async fn run_hooked(&self, call: &ToolCall, env: &CallEnv<'_>) -> ToolOutcome {
+        let done = |result: ToolResult| ToolOutcome::Result {
+            result,
+            delegated: None,
+        };
+        let inactive = env.active.is_some_and(|names| !names.contains(&call.name));
         let checked = if inactive {
-            let active = active.unwrap_or_default();
+            let active = env.active.unwrap_or_default();
             Err(if active.is_empty() {
                 format!(
                     "`{}` is not available in this step: no tool is; answer without calling tools",
@@ -407,73 +441,204 @@ impl Toolbox {
         } else {
             self.registry.check(call)
         };
-        let (mut result, stats) = match checked {
+        let cx = self.context(call, env);
+        let (result, delegated) = match checked {
             Err(message) => (ToolResult::error(call, message), None),
-            Ok(mut args) => {
-                let mut denied = None;
-                for hook in &self.hooks {
-                    match hook.before_tool_call(call, &args).await {
-                        ToolCallDecision::Allow => {}
-                        ToolCallDecision::Rewrite(new_args) => {
-                            let errors = self.registry.schema_errors(&call.name, &new_args);
-                            if let Some(problem) = match errors {
-                                Ok(e) if e.is_empty() => None,
-                                Ok(e) => Some(e.join("; ")),
-                                Err(unknown) => Some(unknown),
-                            } {
-                                denied = Some(format!(
-                                    "`{}` was not run: a tool hook of this session changed its arguments into ones that do not fit its schema ({problem}); your own arguments were valid, so do not retry the same call unchanged",
-                                    call.name
-                                ));
-                                break;
-                            }
-                            args = new_args;
-                        }
-                        ToolCallDecision::Deny(message) => {
-                            tracing::info!(tool = %call.name, %message, "a tool hook denied the call");
-                            denied = Some(message);
-                            break;
-                        }
-                        ToolCallDecision::Abort(reason) => {
-                            tracing::info!(tool = %call.name, %reason, "a tool hook aborted the run");
-                            return Err(HaloError::Aborted {
+            Ok(args) => match self.before(call, &cx, args, env.catch_panics).await {
+                Before::Run(args) => {
+                    if cx.annotations().needs_approval && !cx.approved() {
+                        return ToolOutcome::NeedsApproval {
+                            call_id: call.id.clone(),
+                            reason: format!("`{}` runs only once approved", call.name),
+                        };
+                    }
+                    match self.execute(call, args, &cx, env).await {
+                        Ok(done) => done,
+                        Err(message) => {
+                            return ToolOutcome::Fatal {
+                                call_id: call.id.clone(),
                                 tool: call.name.clone(),
-                                reason,
-                            });
+                                message,
+                            };
                         }
                     }
                 }
-                let fatal = |message| HaloError::ToolFatal {
-                    tool: call.name.clone(),
-                    message,
-                };
-                match (denied, self.agents.get(&call.name), parent) {
-                    (Some(message), _, _) => (ToolResult::error(call, message), None),
-                    (None, Some(agent), Some(parent)) => {
-                        let context = AgentContext::new(parent.clone(), call.clone());
-                        output_result(call, agent.call(context, args).await).map_err(fatal)?
+                Before::Denied(message) => (ToolResult::error(call, message), None),
+                Before::Ask(reason) => {
+                    return ToolOutcome::NeedsApproval {
+                        call_id: call.id.clone(),
+                        reason,
+                    };
+                }
+                Before::Abort(reason) => {
+                    return ToolOutcome::Aborted {
+                        call_id: call.id.clone(),
+                        tool: call.name.clone(),
+                        reason,
+                    };
+                }
+            },
+        };
+        let mut result = result;
+        for hook in &self.hooks {
+            let after = AssertUnwindSafe(hook.after_tool_call(&cx, result));
+            result = if env.catch_panics {
+                match after.catch_unwind().await {
+                    Ok(r) => r,
+                    Err(panic) => ToolResult::error(
+                        call,
+                        format!(
+                            "`{}` ran, but a tool hook of this session failed on its result (it panicked: {}), so the result was lost; check what the call did before calling it again",
+                            call.name,
+                            panic_message(&*panic)
+                        ),
+                    ),
+                }
+            } else {
+                after.0.await
+            };
+        }
+        match delegated {
+            None => done(result),
+            Some(stats) => ToolOutcome::Result {
+                result,
+                delegated: Some(stats),
+            },
+        }
+    }
+
+    /// The before-hooks, in order.
+    async fn before(
+        &self,
+        call: &ToolCall,
+        cx: &ToolContext,
+        mut args: serde_json::Value,
+        catch_panics: bool,
+    ) -> Before {
+        let mut asked = None;
+        for hook in &self.hooks {
+            let decision = {
+                let asking = AssertUnwindSafe(hook.before_tool_call(cx, &args));
+                if catch_panics {
+                    match asking.catch_unwind().await {
+                        Ok(d) => d,
+                        Err(panic) => {
+                            return Before::Denied(format!(
+                                "`{}` did not run: a tool hook of this session failed on the call (it panicked: {})",
+                                call.name,
+                                panic_message(&*panic)
+                            ));
+                        }
                     }
-                    (None, Some(_), None) => (
+                } else {
+                    asking.0.await
+                }
+            };
+            match decision {
+                ToolCallDecision::Allow => {}
+                ToolCallDecision::Rewrite(new_args) => {
+                    let errors = self.registry.schema_errors(&call.name, &new_args);
+                    if let Some(problem) = match errors {
+                        Ok(e) if e.is_empty() => None,
+                        Ok(e) => Some(e.join("; ")),
+                        Err(unknown) => Some(unknown),
+                    } {
+                        return Before::Denied(format!(
+                            "`{}` was not run: a tool hook of this session changed its arguments into ones that do not fit its schema ({problem}); your own arguments were valid, so do not retry the same call unchanged",
+                            call.name
+                        ));
+                    }
+                    args = new_args;
+                }
+                ToolCallDecision::Deny(message) => {
+                    tracing::info!(tool = %call.name, %message, "a tool hook denied the call");
+                    return Before::Denied(message);
+                }
+                ToolCallDecision::Ask(reason) => {
+                    if !cx.approved() && asked.is_none() {
+                        tracing::info!(tool = %call.name, %reason, "a tool hook asks for approval");
+                        asked = Some(reason);
+                    }
+                }
+                ToolCallDecision::Abort(reason) => {
+                    tracing::info!(tool = %call.name, %reason, "a tool hook aborted the run");
+                    return Before::Abort(reason);
+                }
+            }
+        }
+        match asked {
+            Some(reason) => Before::Ask(reason),
+            None => Before::Run(args),
+        }
+    }
+
+    /// Runs the tool itself.
+    ///
+    /// # Errors
+    /// The tool's `Fatal` message.
+    async fn execute(
+        &self,
+        call: &ToolCall,
+        args: serde_json::Value,
+        cx: &ToolContext,
+        env: &CallEnv<'_>,
+    ) -> Result<(ToolResult, Option<crate::stats::AgentStats>), String> {
+        let Some(tool) = self.registry.executor(&call.name) else {
+            return self.registry.execute_checked(call, args, cx).await;
+        };
+        if cx.annotations().runs_agent && cx.agent().is_none() {
+            return Ok((
+                ToolResult::error(
+                    call,
+                    format!(
+                        "`{}` runs the agent and cannot be run on its own here",
+                        call.name
+                    ),
+                ),
+                None,
+            ));
+        }
+        let answer = AssertUnwindSafe(tool.call_json(args, cx));
+        let answer = if env.catch_panics {
+            match answer.catch_unwind().await {
+                Ok(a) => a,
+                Err(panic) => {
+                    let message = panic_message(&*panic);
+                    tracing::warn!(tool = %call.name, %message, "a tool panicked");
+                    return Ok((
                         ToolResult::error(
                             call,
                             format!(
-                                "`{}` runs the agent and cannot be run on its own here",
+                                "error: `{}` failed unexpectedly (it panicked: {message}); what it did before is unknown, so check before calling it again",
                                 call.name
                             ),
                         ),
                         None,
-                    ),
-                    (None, None, _) => self
-                        .registry
-                        .execute_counted(call, args)
-                        .await
-                        .map_err(fatal)?,
+                    ));
                 }
             }
+        } else {
+            answer.0.await
         };
-        for hook in &self.hooks {
-            result = hook.after_tool_call(call, result).await;
-        }
-        Ok((result, stats))
+        output_result(call, answer)
+    }
+}
+
+/// What the before-hooks decided.
+enum Before {
+    Run(serde_json::Value),
+    Denied(String),
+    Ask(String),
+    Abort(String),
+}
+
+/// The message of a caught panic (`panic!("...")` carries a `&str` or a `String`).
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_string()
     }
 }

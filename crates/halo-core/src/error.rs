@@ -65,6 +65,24 @@ pub enum HaloError {
         /// The id given.
         call_id: String,
     },
+    /// An approval or a rejection was given for a call that is not waiting for one.
+    #[error(
+        "tool call `{call_id}` is not waiting for an approval; answer only the calls in pending_approvals"
+    )]
+    NotAwaitingApproval {
+        /// The id given.
+        call_id: String,
+    },
+    /// A new turn was started while a step is still open: its tool calls wait for results
+    /// or approvals (a paused run, a run stopped mid-step). Nothing was logged or dropped.
+    #[error(
+        "a step is still open: tool call(s) {} wait for results or approvals; give them (submit_tool_result, approve, reject), continue with resume, or drop the step with discard_pending() before starting a new turn",
+        .call_ids.join(", ")
+    )]
+    OpenStep {
+        /// The open step's calls still without a result.
+        call_ids: Vec<String>,
+    },
     /// An input guardrail rejected the user's message before the first model call; nothing
     /// was logged.
     #[error("input guardrail `{guardrail}` rejected the message: {reason}")]
@@ -128,9 +146,27 @@ pub enum HaloError {
         /// What the run did until then.
         partial: Box<GenerateTextResult>,
     },
+    /// A driver fed the run engine something it does not wait for
+    /// ([`crate::driver`]): a model response while no call is planned, say. Nothing changed.
+    #[error("the run engine got {feedback} while {phase}; feed what the last effect asked for")]
+    UnexpectedFeedback {
+        /// What was fed.
+        feedback: String,
+        /// What the run waits for.
+        phase: String,
+    },
     /// The session store failed.
     #[error(transparent)]
     Session(#[from] SessionError),
+    /// Agents that do not fit together: agents put together for handoffs
+    /// ([`HaloAgent::with_peers`](crate::HaloAgent::with_peers)) of which one has no name, two
+    /// share one, or a handoff names an agent not among them; or a named agent called where
+    /// it cannot run ([`crate::named`]: past its depth limit, a fork outside an agent).
+    #[error("invalid agents: {message}")]
+    InvalidAgents {
+        /// What is wrong, naming the agents.
+        message: String,
+    },
 }
 
 #[cfg(test)]

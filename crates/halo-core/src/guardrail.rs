@@ -22,6 +22,7 @@
 //! (<https://ai-sdk.dev/docs/agents/loop-control>).
 
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 
 use crate::message::Message;
 use crate::model::ToolChoice;
@@ -39,7 +40,7 @@ pub trait InputGuardrail: Send + Sync {
 }
 
 /// What an [`OutputGuardrail`] decides about a final answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum OutputVerdict {
     /// The run ends with the answer.
     Accept,
@@ -65,7 +66,7 @@ pub trait OutputGuardrail: Send + Sync {
 /// tools stay in the prompt, and the step restricts which the model may call through the
 /// provider's allowed-tools mechanism where one exists (OpenAI `allowed_tools`, Gemini
 /// `allowedFunctionNames`); a call to a tool outside the set gets an error result.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepSettings {
     /// `tool_choice` for this step only.
     pub tool_choice: Option<ToolChoice>,
@@ -110,7 +111,8 @@ pub struct LoopContext<'a> {
 }
 
 /// The kind of loop a [`LoopGuard`] found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum LoopKind {
     /// The same tool call (name and canonical arguments) again and again.
@@ -153,12 +155,12 @@ pub enum LoopVerdict {
 }
 
 /// Watches a run for loops. Pure and synchronous: it plans a verdict from the steps and
-/// changes nothing itself; the driver injects the nudge or ends the run.
+/// changes nothing itself; the run engine injects the nudge or ends the run.
 ///
-/// Checked once per completed step, at the boundary before the next model call, in
-/// `generate_text`, `stream_text` and `resume` runs. Manual-mode runs
-/// ([`send`](crate::HaloAgent::send)) hand each step to the caller, so a run there holds one
-/// step and a guard sees too little to judge.
+/// Checked once per completed step, at the boundary before the next model call, in every
+/// kind of run. A run continued after a pause (the caller's results, approvals) starts its
+/// count of steps anew, so a manual-mode run ([`send`](crate::HaloAgent::send)), which
+/// pauses at every step, holds one step and a guard sees too little to judge.
 pub trait LoopGuard: Send + Sync {
     /// The verdict on the run so far.
     fn check(&self, context: LoopContext<'_>) -> LoopVerdict;

@@ -10,19 +10,31 @@
 //!   history replays unchanged and stays cached;
 //! - [`ToolCallDecision::Deny`]: do not run the tool; the model reads the message as an
 //!   error tool result;
+//! - [`ToolCallDecision::Ask`]: the call needs someone's approval. A call already approved
+//!   ([`ToolContext::approved`]) goes on as if allowed; otherwise the call does not run now:
+//!   the run pauses with it awaiting a decision ([`HaloAgent::approve`](crate::HaloAgent::approve)
+//!   / [`reject`](crate::HaloAgent::reject)), or — when no one can answer — it is denied at
+//!   once with an error result that says so. A hook that can ask someone itself (an
+//!   in-process approver) asks and answers `Allow` or `Deny` instead;
 //! - [`ToolCallDecision::Abort`]: end the run with
 //!   [`HaloError::Aborted`](crate::HaloError::Aborted); the step is not logged.
 //!
 //! Then every hook's [`ToolHook::after_tool_call`] sees the result, in the same order, and
 //! may transform it (truncate it, redact it). After-hooks see every result of the step: tool
-//! output, tool errors, argument errors and denials.
+//! output, tool errors, argument errors and denials. Both get the call's [`ToolContext`]:
+//! the call, the tool's annotations, whether the call was approved, the agent's tools.
+//!
+//! A hook that panics is caught like a tool that panics: the call gets an error result with
+//! the panic message (unless the agent is built to fail fast).
 //!
 //! Hooks never touch the stable prefix: switching a permission policy mid-session costs no
 //! cache miss.
 
+use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::message::{ToolCall, ToolResult};
+use crate::message::ToolResult;
+use crate::tool::ToolContext;
 
 /// What a before-hook decides about a tool call.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +45,9 @@ pub enum ToolCallDecision {
     Rewrite(Value),
     /// Do not run it; the model reads this message as an error tool result.
     Deny(String),
+    /// It needs someone's approval; the text says why (shown to whoever answers, and in the
+    /// error result when no one can). Goes on as `Allow` for an approved call.
+    Ask(String),
     /// End the run; the reason is in [`HaloError::Aborted`](crate::HaloError::Aborted).
     Abort(String),
 }
@@ -46,7 +61,7 @@ pub enum ToolCallDecision {
 ///
 /// ```
 /// use halo_core::hook::{ToolCallDecision, ToolHook};
-/// use halo_core::{async_trait, ToolCall};
+/// use halo_core::{async_trait, ToolContext};
 /// use serde_json::Value;
 ///
 /// /// Refuses every call of a tool named `bash`.
@@ -54,8 +69,8 @@ pub enum ToolCallDecision {
 ///
 /// #[async_trait]
 /// impl ToolHook for NoShell {
-///     async fn before_tool_call(&self, call: &ToolCall, _args: &Value) -> ToolCallDecision {
-///         if call.name == "bash" {
+///     async fn before_tool_call(&self, cx: &ToolContext, _args: &Value) -> ToolCallDecision {
+///         if cx.call().name == "bash" {
 ///             ToolCallDecision::Deny("commands are disabled in this session".into())
 ///         } else {
 ///             ToolCallDecision::Allow
@@ -63,16 +78,16 @@ pub enum ToolCallDecision {
 ///     }
 /// }
 /// ```
-#[async_trait::async_trait]
+#[async_trait]
 pub trait ToolHook: Send + Sync {
     /// Decides about a call before it runs. `arguments` are the parsed, schema-checked
-    /// arguments (after earlier hooks' rewrites); `call` is the call as the model made it.
-    /// The default allows it.
+    /// arguments (after earlier hooks' rewrites); `context.call()` is the call as the model
+    /// made it. The default allows it.
     ///
     /// # Cancel safety
     /// Dropping the future (the agent's run was dropped) leaves the call unrun.
-    async fn before_tool_call(&self, call: &ToolCall, arguments: &Value) -> ToolCallDecision {
-        let _ = (call, arguments);
+    async fn before_tool_call(&self, context: &ToolContext, arguments: &Value) -> ToolCallDecision {
+        let _ = (context, arguments);
         ToolCallDecision::Allow
     }
 
@@ -81,8 +96,8 @@ pub trait ToolHook: Send + Sync {
     /// # Cancel safety
     /// Dropping the future (the agent's run was dropped) drops the result with it; the
     /// tool has already run.
-    async fn after_tool_call(&self, call: &ToolCall, result: ToolResult) -> ToolResult {
-        let _ = call;
+    async fn after_tool_call(&self, context: &ToolContext, result: ToolResult) -> ToolResult {
+        let _ = context;
         result
     }
 }

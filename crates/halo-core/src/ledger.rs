@@ -9,7 +9,9 @@
 //! call's own tokens-per-byte figure and judges each call ([`CacheVerdict`]):
 //!
 //! - the first call of an agent is [`Cold`](CacheVerdict::Cold);
-//! - a call after a prefix change is the one [`ExpectedMiss`](CacheVerdict::ExpectedMiss);
+//! - a call after a prefix change is the one [`ExpectedMiss`](CacheVerdict::ExpectedMiss),
+//!   and so is a call answered by another provider than the previous one (a fallback:
+//!   [`ModelResponse::provider`](crate::ModelResponse::provider)), whose cache is cold;
 //! - a call whose reported cache read is below half the expectation (and the shortfall is
 //!   at least [`BUST_MIN_TOKENS`]) is a [`Bust`](CacheVerdict::Bust), with its likely cause;
 //! - otherwise a [`Hit`](CacheVerdict::Hit), or [`Unreported`](CacheVerdict::Unreported)
@@ -115,6 +117,15 @@ pub struct CacheCheck {
     pub history_rewritten: bool,
     /// Input tokens of the call, as reported.
     pub input_tokens: Option<u64>,
+    /// The provider that answered, when the response named it
+    /// ([`ModelResponse::provider`](crate::ModelResponse::provider): a fallback over several
+    /// adapters does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// Whether another provider answered than the previous call's (both named): the switch
+    /// is an expected miss, the new provider's cache being cold.
+    #[serde(default)]
+    pub provider_changed: bool,
     /// The judgement.
     pub verdict: CacheVerdict,
 }
@@ -157,6 +168,13 @@ pub struct Planned {
     rewrite_planned: bool,
 }
 
+impl Planned {
+    /// The fingerprint of the prefix the request carries.
+    pub fn fingerprint(&self) -> Fingerprint {
+        self.fingerprint
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 enum Update {
     /// Drop this many digests at the front, append these.
@@ -184,6 +202,9 @@ struct Previous {
     input_tokens: Option<u64>,
     /// When it was made, in milliseconds since the Unix epoch (from the driver's clock).
     at_ms: u64,
+    /// The provider that answered it, when named.
+    #[serde(default)]
+    provider: Option<String>,
 }
 
 /// Expected against reported cache reads, call by call. See the [module docs](self).
@@ -207,6 +228,12 @@ impl CacheLedger {
     /// The newest check.
     pub fn last(&self) -> Option<&CacheCheck> {
         self.checks.back()
+    }
+
+    /// The prefix fingerprint of the last recorded call (or the one a restored session was
+    /// seeded with): the one place the engine learns whether the prefix changed.
+    pub fn previous_fingerprint(&self) -> Option<Fingerprint> {
+        self.previous.as_ref().map(|p| p.fingerprint)
     }
 
     /// How many kept checks are busts.
@@ -304,6 +331,7 @@ impl CacheLedger {
             prefix_bytes,
             input_tokens,
             at_ms,
+            provider: None,
         });
     }
 
@@ -311,6 +339,20 @@ impl CacheLedger {
     /// epoch, from the driver's clock), with the usage the provider reported; returns its
     /// check.
     pub fn record(&mut self, planned: Planned, usage: &Usage, at_ms: u64) -> CacheCheck {
+        self.record_answer(planned, usage, None, at_ms)
+    }
+
+    /// [`record`](Self::record) of a call answered by `provider` (the response's
+    /// [`provider`](crate::ModelResponse::provider)): when the previous call named another
+    /// one, this call is an [`ExpectedMiss`](CacheVerdict::ExpectedMiss) with
+    /// [`provider_changed`](CacheCheck::provider_changed), never a bust.
+    pub fn record_answer(
+        &mut self,
+        planned: Planned,
+        usage: &Usage,
+        provider: Option<&str>,
+        at_ms: u64,
+    ) -> CacheCheck {
         self.calls += 1;
         let mut check = CacheCheck {
             call: self.calls,
@@ -322,13 +364,19 @@ impl CacheLedger {
             observed_cached_tokens: usage.cache_read_tokens,
             history_rewritten: false,
             input_tokens: usage.input_tokens,
+            provider: provider.map(str::to_string),
+            provider_changed: false,
             verdict: CacheVerdict::Cold,
         };
         if let Some(prev) = &self.previous {
             check.history_rewritten = planned.reused < self.seen.digests.len();
             check.prefix_changed = prev.fingerprint != planned.fingerprint;
             check.reused_history_messages = planned.reused;
-            if check.prefix_changed {
+            check.provider_changed = matches!(
+                (prev.provider.as_deref(), provider),
+                (Some(before), Some(now)) if before != now
+            );
+            if check.prefix_changed || check.provider_changed {
                 check.verdict = CacheVerdict::ExpectedMiss;
             } else {
                 // After a rewrite a context strategy planned, only the prefix is sure to be
@@ -403,6 +451,7 @@ impl CacheLedger {
             prefix_bytes: planned.prefix_bytes,
             input_tokens: usage.input_tokens,
             at_ms,
+            provider: provider.map(str::to_string),
         });
         if self.checks.len() == LEDGER_CAPACITY {
             self.checks.pop_front();
@@ -497,6 +546,53 @@ mod tests {
         assert_eq!(unreported.verdict, CacheVerdict::Unreported);
         assert_eq!((ledger.busts(), ledger.expected_misses()), (1, 1));
         assert_eq!(ledger.checks().len(), 5);
+    }
+
+    #[test]
+    fn a_provider_switch_is_an_expected_miss_not_a_bust() {
+        // Trigger: a fallback answered with another provider, whose cache is cold; read 0
+        // of 2,000 expected tokens looked like a bust.
+        let prefix = StablePrefix::new("x".repeat(8000));
+        let mut history = vec![Message::user("hello")];
+        let mut ledger = CacheLedger::default();
+        let first = ledger.record_answer(
+            ledger.plan(&prefix, &history, None, false),
+            &usage(2000, Some(0)),
+            Some("openai"),
+            0,
+        );
+        assert_eq!(first.verdict, CacheVerdict::Cold);
+        assert_eq!(first.provider.as_deref(), Some("openai"));
+        history.push(Message::user("more"));
+        let switched = ledger.record_answer(
+            ledger.plan(&prefix, &history, None, false),
+            &usage(2010, Some(0)),
+            Some("anthropic"),
+            0,
+        );
+        assert_eq!(switched.verdict, CacheVerdict::ExpectedMiss);
+        assert!(switched.provider_changed && !switched.is_bust());
+        history.push(Message::user("again"));
+        let warm = ledger.record_answer(
+            ledger.plan(&prefix, &history, None, false),
+            &usage(2020, Some(0)),
+            Some("anthropic"),
+            0,
+        );
+        assert!(!warm.provider_changed);
+        assert!(
+            warm.is_bust(),
+            "the same provider reading nothing is a bust: {warm:?}"
+        );
+        // A call that names no provider is never a switch.
+        history.push(Message::user("unnamed"));
+        let unnamed = ledger.record(
+            ledger.plan(&prefix, &history, None, false),
+            &usage(2030, Some(2000)),
+            0,
+        );
+        assert!(!unnamed.provider_changed);
+        assert_eq!(ledger.expected_misses(), 1);
     }
 
     #[test]

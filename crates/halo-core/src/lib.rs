@@ -11,6 +11,11 @@
 //! The system text can be built from prompt zones ([`zones`]: static, semi-static frozen
 //! for the session, the date last).
 //!
+//! Agents work together through tools that run the agent ([`delegate`]: a fork, a
+//! sub-agent), named agents called as tools ([`named`]), handoffs of the conversation to
+//! another agent ([`handoff`]) and typed workflows of agent steps ([`workflow`]); a streamed
+//! run shows what happens inside them ([`inner`]).
+//!
 //! ```
 //! use halo_core::{HaloAgent, testing::ScriptedModel, tool::{Tool, ToolError, ToolOutput}};
 //! use schemars::JsonSchema;
@@ -47,18 +52,24 @@
 pub mod agent;
 pub mod cancel;
 pub mod clock;
+#[cfg(feature = "testing")]
+pub mod conformance;
 pub mod context;
 pub mod delegate;
 mod dispatch;
-mod drive;
+pub mod driver;
 pub mod engine;
 pub mod error;
+pub mod factory;
 pub mod guardrail;
+pub mod handoff;
 pub mod hook;
+pub mod inner;
 pub mod ledger;
 pub mod log;
 pub mod message;
 pub mod model;
+pub mod named;
 pub mod output;
 pub mod prefix;
 pub mod repair;
@@ -71,7 +82,9 @@ pub mod steering;
 mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod text;
 pub mod tool;
+pub mod workflow;
 pub mod zones;
 
 pub use agent::{DEFAULT_MAX_STEPS, HaloAgent, HaloAgentBuilder};
@@ -81,40 +94,52 @@ pub use context::{
     Compaction, Compactor, ContextBudget, ContextConfig, ContextPlan, ContextStrategy,
     DEFAULT_CONTEXT_WINDOW, ModelCompactor, TokenEstimator,
 };
-pub use delegate::{AgentContext, AgentTool};
+pub use delegate::AgentHandle;
 pub use dispatch::Toolbox;
-pub use engine::{Next, PendingStep, RunState};
+pub use driver::{Driver, Effect, Feedback, RunKind};
+pub use engine::{PendingStep, RunState};
 pub use error::HaloError;
+pub use factory::{Halo, Session};
 pub use guardrail::{
     InputGuardrail, LoopContext, LoopGuard, LoopKind, LoopVerdict, OutputGuardrail, OutputVerdict,
     StepContext, StepHook, StepSettings,
 };
+pub use handoff::{Handoff, HistoryFilter};
 pub use hook::{ToolCallDecision, ToolHook};
+pub use inner::{EventReceiver, EventSink, InnerEvent};
 pub use ledger::{CacheCheck, CacheLedger, CacheVerdict};
 pub use log::{HistoryKey, MessageLog};
 pub use message::{AssistantMessage, ContentPart, Message, Reasoning, ToolCall, ToolResult};
 pub use model::InvalidRequestKind;
 pub use model::{
     FinishReason, GenerationOptions, ModelAdapter, ModelCapabilities, ModelError, ModelEventStream,
-    ModelRequest, ModelResponse, ModelStreamEvent, ResponseFormat, SharedModel, ToolChoice, Usage,
+    ModelRequest, ModelResponse, ModelStreamEvent, ReasoningEffort, ResponseFormat, SharedModel,
+    ToolChoice, Usage,
 };
-pub use output::{ObjectResult, Output, OutputMode};
+pub use named::{AgentContext, NamedAgent};
+pub use output::{ObjectResult, ObjectSpec, Output, OutputMode};
 pub use prefix::{Fingerprint, PrefixError, SkillMeta, StablePrefix, ToolSpec};
 pub use repair::{
     Refusal, Repair, RepairContext, RepairKind, RepairOutcome, RepairStrategy, RetryStop,
 };
-pub use run::{AgentEvent, GenerateTextResult, StepResult, Turn};
+pub use run::{
+    AgentEvent, GenerateTextResult, HistoryRewrite, PendingApproval, RewriteKind, StepResult, Turn,
+};
 pub use sandbox::{Sandbox, SandboxError, SandboxPath, SharedSandbox};
-pub use session::{JournalEvent, JournalOutcome, MemoryStore, SessionError, SessionStore};
+pub use session::{
+    Append, CallStatus, JournalEvent, JournalOutcome, Lease, MemoryStore, SessionError,
+    SessionInfo, SessionStore,
+};
 pub use stats::AgentStats;
 pub use steering::SteeringHandle;
 pub use tool::{
-    DynTool, NoArgs, Tool, ToolAnnotations, ToolError, ToolOutput, ToolRegistry, ToolSource,
+    DynTool, NoArgs, Tool, ToolAnnotations, ToolContext, ToolError, ToolOutput, ToolRegistry,
+    ToolSource,
 };
 pub use zones::{PromptZones, ZoneSection};
 
 /// The attribute that the object-safe async traits ([`ModelAdapter`], [`Sandbox`],
-/// [`DynTool`], [`ToolHook`]) and their impls carry, re-exported so an implementing crate needs no
+/// [`DynTool`], [`ToolHook`], [`SessionStore`], ...) and their impls carry, re-exported so an implementing crate needs no
 /// `async-trait` dependency of its own: `#[halo_core::async_trait]` on the impl. (A typed
 /// [`Tool`] needs none: its impl is plain `async fn call`.)
 pub use async_trait::async_trait;

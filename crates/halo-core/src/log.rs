@@ -71,8 +71,9 @@ struct Fork {
 
 /// Where a request's history comes from: a [`MessageLog`]'s identity in this process, its
 /// [`LogKey`] (generation and eviction count) and, for a cloned log, the point it forked
-/// from. [`RunState::history_key`](crate::RunState::history_key) makes one for the history
-/// it lends out as the log stands; a repaired (copied) history has none.
+/// from. The run engine makes one for the history it lends out as the log stands
+/// ([`Driver::request`](crate::driver::Driver::request) sets it); a repaired (copied) history
+/// has none.
 ///
 /// With the key of an earlier request, [`shared_prefix`](Self::shared_prefix) says how many
 /// leading messages the two histories are known to share, without comparing them: the log

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
@@ -75,6 +76,64 @@ pub struct GenerationOptions {
     /// result in any case.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_tools: Option<Vec<String>>,
+    /// How much the model should reason before answering, where the provider lets the
+    /// caller choose (`None`: the provider's or the adapter's default). Each adapter maps it
+    /// to its provider's own field — OpenAI `reasoning_effort` / `reasoning.effort`,
+    /// Anthropic `thinking.budget_tokens`, Gemini `thinkingConfig.thinkingBudget`, DeepSeek's
+    /// thinking model — and a value set through the adapter's own options takes precedence.
+    /// Keep it constant within a session: providers key their prompt cache on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<ReasoningEffort>,
+}
+
+/// A portable reasoning setting ([`GenerationOptions::reasoning`]): a level, or a budget in
+/// tokens for providers that take one. Adapters translate levels to budgets and budgets to
+/// levels with [`budget_tokens`](Self::budget_tokens) and [`level`](Self::level).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningEffort {
+    /// Little reasoning: quick answers.
+    Low,
+    /// The middle setting.
+    Medium,
+    /// Thorough reasoning.
+    High,
+    /// At most this many reasoning tokens.
+    Budget(u32),
+}
+
+impl ReasoningEffort {
+    /// The budget in tokens: the budget itself, else 2,048 (low), 8,192 (medium) or 24,576
+    /// (high; Gemini 2.5 Flash's largest thinking budget).
+    pub fn budget_tokens(self) -> u32 {
+        match self {
+            ReasoningEffort::Low => 2_048,
+            ReasoningEffort::Medium => 8_192,
+            ReasoningEffort::High => 24_576,
+            ReasoningEffort::Budget(n) => n,
+        }
+    }
+
+    /// The level: the level itself, else a budget under 4,096 tokens is low, under 16,384
+    /// medium, anything more high.
+    pub fn level(self) -> ReasoningEffort {
+        match self {
+            ReasoningEffort::Budget(n) if n < 4_096 => ReasoningEffort::Low,
+            ReasoningEffort::Budget(n) if n < 16_384 => ReasoningEffort::Medium,
+            ReasoningEffort::Budget(_) => ReasoningEffort::High,
+            level => level,
+        }
+    }
+
+    /// The level's name as OpenAI's `reasoning_effort` spells it: `low`, `medium` or `high`
+    /// (a budget by its [`level`](Self::level)).
+    pub fn as_str(self) -> &'static str {
+        match self.level() {
+            ReasoningEffort::Low => "low",
+            ReasoningEffort::Medium => "medium",
+            _ => "high",
+        }
+    }
 }
 
 impl GenerationOptions {
@@ -96,6 +155,11 @@ impl GenerationOptions {
     /// Sets [`seed`](Self::seed).
     pub fn with_seed(mut self, seed: u64) -> Self {
         self.seed = Some(seed);
+        self
+    }
+    /// Sets [`reasoning`](Self::reasoning).
+    pub fn with_reasoning(mut self, effort: ReasoningEffort) -> Self {
+        self.reasoning = Some(effort);
         self
     }
 }
@@ -225,7 +289,7 @@ impl<'a> ModelRequest<'a> {
     }
 
     /// Sets the key of the history: where it comes from
-    /// ([`RunState::history_key`](crate::RunState::history_key)), so an adapter knows which
+    /// ([`MessageLog::history_key`](crate::MessageLog::history_key)), so an adapter knows which
     /// of its messages an earlier request already carried. A key made for another slice
     /// than [`history`](Self::history) is ignored.
     pub fn with_history_key(mut self, key: Option<HistoryKey>) -> Self {
@@ -288,8 +352,18 @@ pub struct ModelResponse {
     pub finish_reason: FinishReason,
     /// Token counts.
     pub usage: Usage,
+    /// The provider's id of this response, if it sent one (OpenAI `chatcmpl-…`, Anthropic
+    /// `msg_…`, Gemini `responseId`): `gen_ai.response.id` on the `chat` span.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
     /// The model id the provider says answered, if it said.
     pub model: Option<String>,
+    /// The provider that answered ([`ModelAdapter::provider`]), when the model behind the
+    /// call can change from call to call: a fallback over several adapters names the one
+    /// that answered, and the cache ledger counts a change as an expected miss (the new
+    /// provider's cache is cold), not a bust. `None` from a single adapter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
 }
 
 /// Errors at the model boundary. Policy is in methods: [`is_retryable`](Self::is_retryable),
@@ -302,7 +376,8 @@ pub struct ModelResponse {
 /// [`Server`](Self::Server), ...). An error it reports *inside* an HTTP 200 answer, after
 /// the event stream began, is [`Stream`](Self::Stream): its status stays 200, and the
 /// provider's error type and code are kept as they were sent.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "detail", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ModelError {
     /// HTTP 400 or 422 (and 404 or 413 where the provider means "this request cannot
@@ -627,10 +702,12 @@ impl ModelError {
 ///     fn model_name(&self) -> &str { "parrot-1" }
 ///     async fn generate(&self, _request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
 ///         Ok(ModelResponse {
+///             id: None,
 ///             message: AssistantMessage { text: "Polly wants a cracker.".into(), ..Default::default() },
 ///             finish_reason: FinishReason::Stop,
 ///             usage: Usage::default(),
 ///             model: None,
+///             provider: None,
 ///         })
 ///     }
 /// }
@@ -640,9 +717,11 @@ impl ModelError {
 /// assert_eq!(agent.generate_text("Hello").await.unwrap().text, "Polly wants a cracker.");
 /// # });
 /// ```
-#[async_trait::async_trait]
+#[async_trait]
 pub trait ModelAdapter: Send + Sync {
-    /// The provider's name, for tracing (`gen_ai.system`): `openai`, `deepseek`, `local`, ...
+    /// The provider's name: `openai`, `deepseek`, `anthropic`, `gemini`, `local`, ... Traces
+    /// carry it as `gen_ai.provider.name` (`gemini` as the conventions' `gcp.gemini`; see
+    /// `docs/telemetry.md`).
     fn provider(&self) -> &str;
 
     /// The model id requests name (`gen_ai.request.model`).
@@ -761,7 +840,7 @@ pub enum ModelStreamEvent {
 pub type ModelEventStream<'a> = BoxStream<'a, Result<ModelStreamEvent, ModelError>>;
 
 /// An `Arc` of an adapter is an adapter, so one adapter can serve several agents.
-#[async_trait::async_trait]
+#[async_trait]
 impl<M: ModelAdapter + ?Sized> ModelAdapter for Arc<M> {
     fn provider(&self) -> &str {
         (**self).provider()

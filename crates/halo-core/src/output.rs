@@ -1,8 +1,9 @@
-//! Typed JSON answers: [`HaloAgent::generate_object`] and the typed final output of a
-//! tool-using run, [`HaloAgent::generate_text_with_output`].
+//! Typed JSON answers: [`HaloAgent::generate_object`](crate::HaloAgent::generate_object) and the typed final output of a
+//! tool-using run, [`HaloAgent::generate_text_with_output`](crate::HaloAgent::generate_text_with_output).
 //!
-//! Both run the one run loop (`drive.rs`) with an output spec that changes three things and
-//! never the agent's [`StablePrefix`]:
+//! Both are runs of the one engine with an output spec ([`ObjectSpec`], a
+//! [`RunKind::Object`](crate::driver::RunKind::Object) that serializes with the run state)
+//! that changes three things and never the agent's [`StablePrefix`]:
 //! - the **request options** of each call, by [`OutputMode`]:
 //!
 //!   | mode | `generate_object` | `generate_text_with_output` |
@@ -16,8 +17,8 @@
 //! - the **review** of each answer: the JSON is taken from the answer (the whole text, a
 //!   Markdown code fence, or the first JSON value in prose; the output tool's arguments in
 //!   tool mode), validated against the JSON Schema with `jsonschema` and deserialized into
-//!   `T`. A failure goes back to the model — the error and the schema, as a user message
-//!   through the engine's [`reject_answer`](crate::RunState::reject_answer), or as the
+//!   `T`. These verdicts are pure checks the run engine makes itself. A failure goes back to
+//!   the model — the error and the schema, as a user message the engine injects, or as the
 //!   output tool's error result — within a retry budget ([`Output::retries`]); then the run
 //!   ends with [`HaloError::InvalidObject`] holding the last raw text;
 //! - in tool mode, the **prefix of the object run's requests**: the agent's prefix plus
@@ -42,19 +43,19 @@
 //!   tool, later object calls with the same output tool hit, and the next normal run reads
 //!   the normal prefix's entry again (if it is still cached).
 
-use std::borrow::Cow;
 use std::marker::PhantomData;
+use std::sync::{Arc, OnceLock};
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::agent::HaloAgent;
 use crate::error::HaloError;
 use crate::guardrail::StepSettings;
 use crate::message::{ContentPart, Message, ToolCall};
 use crate::model::{GenerationOptions, ModelCapabilities, ResponseFormat, ToolChoice};
-use crate::prefix::{StablePrefix, ToolSpec};
+use crate::prefix::{Fingerprint, StablePrefix, ToolSpec};
 use crate::run::GenerateTextResult;
 use crate::tool::schema_for;
 
@@ -78,7 +79,8 @@ pub const NOT_RUN_AFTER_OUTPUT: &str =
 
 /// How the model is asked for the object. The modes of the AI SDK's `Output` and
 /// pydantic-ai's output modes (<https://ai.pydantic.dev/output/>).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum OutputMode {
     /// Picks per adapter ([`ModelAdapter::capabilities`](crate::ModelAdapter::capabilities)):
     /// [`Native`](Self::Native) where the adapter constrains answers to a schema in a
@@ -189,9 +191,22 @@ impl<T> Output<T> {
     pub fn schema(&self) -> &Value {
         &self.schema
     }
+
+    /// The same spec, its answers read as JSON values (still validated against `T`'s
+    /// schema): a workflow step's output, stored as a value ([`crate::workflow`]).
+    pub(crate) fn erase(self) -> Output<Value> {
+        Output {
+            mode: self.mode,
+            retries: self.retries,
+            tool_name: self.tool_name,
+            description: self.description,
+            schema: self.schema,
+            _t: PhantomData,
+        }
+    }
 }
 
-/// What [`HaloAgent::generate_object`] returns.
+/// What [`HaloAgent::generate_object`](crate::HaloAgent::generate_object) returns.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ObjectResult<T> {
     /// The answer, deserialized.
@@ -207,10 +222,15 @@ pub struct ObjectResult<T> {
     pub run: GenerateTextResult,
 }
 
-/// The output spec of one run, with `T` erased: what the run loop needs.
-pub(crate) struct ObjectRun {
+/// The output spec of one object run, with `T` erased: what the run engine checks answers
+/// against ([`RunKind::Object`](crate::driver::RunKind::Object)). It serializes with the
+/// run state; the check that a valid value deserializes into `T` is not serialized, so a
+/// run restored from saved state checks answers against the schema only, and `T` when they
+/// are decoded ([`decode`](Self::decode)).
+#[derive(Clone, Serialize, Deserialize)]
+pub struct ObjectSpec {
     /// Resolved: never `Auto`.
-    pub(crate) mode: OutputMode,
+    mode: OutputMode,
     /// `generate_object`: no tool may be called (except the output tool).
     suppress_tools: bool,
     /// `T`'s schema, as validated.
@@ -218,14 +238,34 @@ pub(crate) struct ObjectRun {
     /// The schema the model is given: `schema`, or wrapped under [`WRAPPED_KEY`].
     wire_schema: Value,
     wrapped: bool,
-    validator: jsonschema::Validator,
-    /// Deserializes a validated value into `T`.
-    check: fn(&Value) -> Result<(), String>,
     retries: usize,
     tool_name: String,
-    /// Tool mode: the agent's prefix with the output tool.
-    prefix: Option<StablePrefix>,
+    /// Tool mode: the output tool's spec, added to the agent's prefix for the run's requests.
+    tool: Option<ToolSpec>,
+    #[serde(skip)]
+    validator: OnceLock<Option<Arc<jsonschema::Validator>>>,
+    /// Deserializes a validated value into `T`.
+    #[serde(skip)]
+    check: Option<TypeCheck>,
+    /// Tool mode: the agent's prefix (by fingerprint) with the output tool.
+    #[serde(skip)]
+    prefix: Option<(Fingerprint, StablePrefix)>,
 }
+
+impl std::fmt::Debug for ObjectSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ObjectSpec")
+            .field("mode", &self.mode)
+            .field("suppress_tools", &self.suppress_tools)
+            .field("retries", &self.retries)
+            .field("tool_name", &self.tool_name)
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether a value deserializes into the answer's type (what is wrong, if not).
+type TypeCheck = fn(&Value) -> Result<(), String>;
 
 fn deserializes<T: DeserializeOwned>(value: &Value) -> Result<(), String> {
     T::deserialize(value).map(drop).map_err(|e| e.to_string())
@@ -250,13 +290,21 @@ pub fn resolve_mode(
     }
 }
 
-impl ObjectRun {
-    fn new<T: DeserializeOwned>(
+impl ObjectSpec {
+    /// The spec of an object run for `output` on an agent with `prefix` whose model has
+    /// `caps`: [`generate_object`](crate::HaloAgent::generate_object)'s when
+    /// `suppress_tools` (no tool but the output tool may be called), else
+    /// [`generate_text_with_output`](crate::HaloAgent::generate_text_with_output)'s.
+    ///
+    /// # Errors
+    /// [`HaloError::InvalidObject`] when the schema does not compile; [`HaloError::Prefix`]
+    /// in tool mode when the output tool's name is taken or invalid.
+    pub fn new<T: DeserializeOwned>(
         output: Output<T>,
         suppress_tools: bool,
         caps: ModelCapabilities,
         prefix: &StablePrefix,
-    ) -> Result<ObjectRun, HaloError> {
+    ) -> Result<ObjectSpec, HaloError> {
         let mode = resolve_mode(output.mode, caps, !prefix.tools().is_empty());
         let validator = jsonschema::validator_for(&output.schema).map_err(|e| {
             HaloError::InvalidObject {
@@ -279,7 +327,7 @@ impl ObjectRun {
         } else {
             output.schema.clone()
         };
-        let prefix = if mode == OutputMode::Tool {
+        let tool = if mode == OutputMode::Tool {
             let description = output
                 .description
                 .clone()
@@ -295,27 +343,55 @@ impl ObjectRun {
                         .to_string()
                 });
             let spec = ToolSpec::new(&output.tool_name, description, wire_schema.clone());
-            Some(prefix.clone().with_tool(spec)?)
+            // Refused here rather than at the first request.
+            prefix.clone().with_tool(spec.clone())?;
+            Some(spec)
         } else {
             None
         };
-        Ok(ObjectRun {
+        Ok(ObjectSpec {
             mode,
             suppress_tools,
             schema: output.schema,
             wire_schema,
             wrapped,
-            validator,
-            check: deserializes::<T>,
             retries: output.retries,
             tool_name: output.tool_name,
-            prefix,
+            tool,
+            validator: OnceLock::from(Some(Arc::new(validator))),
+            check: Some(deserializes::<T>),
+            prefix: None,
         })
     }
 
-    /// The prefix the run's requests carry, when it is not the agent's (tool mode).
+    /// The mode the run uses (never `Auto`).
+    pub fn mode(&self) -> OutputMode {
+        self.mode
+    }
+
+    /// Keeps the prefix of the run's requests up to date with the agent's `prefix` (tool
+    /// mode: the agent's with the output tool).
+    pub(crate) fn refresh_prefix(&mut self, prefix: &StablePrefix) {
+        let Some(tool) = &self.tool else {
+            return;
+        };
+        let fingerprint = prefix.fingerprint();
+        if self.prefix.as_ref().is_some_and(|(f, _)| *f == fingerprint) {
+            return;
+        }
+        match prefix.clone().with_tool(tool.clone()) {
+            Ok(own) => self.prefix = Some((fingerprint, own)),
+            Err(e) => {
+                tracing::warn!(error = %e, "the output tool no longer fits the agent's prefix");
+                self.prefix = None;
+            }
+        }
+    }
+
+    /// The prefix the run's requests carry, when it is not the agent's (tool mode; kept
+    /// by [`refresh_prefix`](Self::refresh_prefix)).
     pub(crate) fn prefix(&self) -> Option<&StablePrefix> {
-        self.prefix.as_ref()
+        self.prefix.as_ref().map(|(_, p)| p)
     }
 
     /// The output tool's name, in tool mode.
@@ -330,12 +406,11 @@ impl ObjectRun {
 
     /// The options of one call: `options` (the agent's with the step's settings) changed
     /// for the mode.
-    pub(crate) fn options<'a>(
+    pub(crate) fn options(
         &self,
-        options: Cow<'a, GenerationOptions>,
+        mut o: GenerationOptions,
         step: &StepSettings,
-    ) -> Cow<'a, GenerationOptions> {
-        let mut o = options.into_owned();
+    ) -> GenerationOptions {
         let schema = || ResponseFormat::Json {
             schema: Some(self.wire_schema.clone()),
         };
@@ -367,7 +442,7 @@ impl ObjectRun {
             }
             (_, false) => {}
         }
-        Cow::Owned(o)
+        o
     }
 
     /// The instruction the prompted mode appends to the user message.
@@ -454,9 +529,17 @@ impl ObjectRun {
         Ok(value)
     }
 
+    fn validator(&self) -> Option<&jsonschema::Validator> {
+        self.validator
+            .get_or_init(|| jsonschema::validator_for(&self.schema).ok().map(Arc::new))
+            .as_deref()
+    }
+
     fn check_value(&self, value: &Value) -> Result<(), String> {
-        let errors: Vec<String> = self
-            .validator
+        let Some(validator) = self.validator() else {
+            return Err("the output schema does not compile".to_string());
+        };
+        let errors: Vec<String> = validator
             .iter_errors(value)
             .take(5)
             .map(|e| {
@@ -474,7 +557,12 @@ impl ObjectRun {
                 errors.join("; ")
             ));
         }
-        (self.check)(value).map_err(|e| format!("it does not fit the expected type: {e}"))
+        match self.check {
+            Some(check) => {
+                check(value).map_err(|e| format!("it does not fit the expected type: {e}"))
+            }
+            None => Ok(()),
+        }
     }
 
     /// The user message that sends a failed text answer back.
@@ -499,9 +587,26 @@ impl ObjectRun {
         )
     }
 
-    /// Reads the accepted object out of a finished run: the output tool's call of the
-    /// last step, or the JSON in its text.
-    fn decode<T: DeserializeOwned>(
+    /// The typed answer of a finished object run: the output tool's call of its last step,
+    /// or the JSON in its text, deserialized into `T`.
+    ///
+    /// # Errors
+    /// [`HaloError::InvalidObject`] when it does not fit the schema or `T`.
+    pub fn decode<T: DeserializeOwned>(
+        &self,
+        run: GenerateTextResult,
+    ) -> Result<ObjectResult<T>, HaloError> {
+        let (object, raw) = self.decode_raw::<T>(&run)?;
+        Ok(ObjectResult {
+            object,
+            raw,
+            mode: self.mode,
+            attempts: self.attempts(&run),
+            run,
+        })
+    }
+
+    fn decode_raw<T: DeserializeOwned>(
         &self,
         run: &GenerateTextResult,
     ) -> Result<(T, String), HaloError> {
@@ -590,108 +695,4 @@ pub fn json_candidates(text: &str) -> Vec<Value> {
         }
     }
     out
-}
-
-impl HaloAgent {
-    /// Asks for a typed JSON answer to `input`: `T`'s JSON Schema goes to the model in the
-    /// mode [`OutputMode::Auto`] picks for the adapter; tools are suppressed (they stay in
-    /// the prefix, whose bytes do not change: `tool_choice: None` and no active tools, or
-    /// only the output tool in tool mode). See the [module docs](crate::output) for the
-    /// modes and their cache cost; [`generate_object_with`](Self::generate_object_with)
-    /// chooses the mode and the retry budget.
-    ///
-    /// ```
-    /// use halo_core::{HaloAgent, testing::ScriptedModel};
-    /// use serde::Deserialize;
-    ///
-    /// /// A city's weather.
-    /// #[derive(Deserialize, schemars::JsonSchema)]
-    /// struct Weather {
-    ///     city: String,
-    ///     celsius: i32,
-    /// }
-    ///
-    /// # futures::executor::block_on(async {
-    /// let model = ScriptedModel::new()
-    ///     .text("It is cold.") // not JSON: the error and the schema go back to the model
-    ///     .text(r#"Here it is: {"city": "Oslo", "celsius": -3}"#);
-    /// let mut agent = HaloAgent::builder(model).build();
-    /// let out = agent.generate_object::<Weather>("Weather in Oslo?").await.unwrap();
-    /// assert_eq!((out.object.city.as_str(), out.object.celsius, out.attempts), ("Oslo", -3, 2));
-    /// # });
-    /// ```
-    ///
-    /// # Errors
-    /// - [`HaloError::InvalidObject`] when no answer fit within the retry budget (or the
-    ///   model refused, or the schema does not compile): the last answer's raw text, what
-    ///   was wrong with it, and the attempts made. The log keeps the rejected answers and
-    ///   their feedback, not the last answer.
-    /// - [`HaloError::Prefix`] in tool mode when the output tool's name is taken or invalid.
-    /// - Those of [`generate_text`](Self::generate_text).
-    ///
-    /// An object run does not pause for client-side tools (their calls get an error
-    /// result), and [`resume`](Self::resume) after a failed object run continues it as a
-    /// text run.
-    pub async fn generate_object<T: JsonSchema + DeserializeOwned>(
-        &mut self,
-        input: impl Into<String>,
-    ) -> Result<ObjectResult<T>, HaloError> {
-        self.generate_object_with(Output::new(), input).await
-    }
-
-    /// [`generate_object`](Self::generate_object) with an [`Output`] spec (mode, retries,
-    /// output tool name).
-    ///
-    /// # Errors
-    /// As [`generate_object`](Self::generate_object).
-    pub async fn generate_object_with<T: DeserializeOwned>(
-        &mut self,
-        output: Output<T>,
-        input: impl Into<String>,
-    ) -> Result<ObjectResult<T>, HaloError> {
-        self.object_run(output, true, input.into()).await
-    }
-
-    /// Runs the tool loop on `input` as [`generate_text`](Self::generate_text) does, with a
-    /// typed final answer: the AI SDK's `generateText({ output: Output.object(...) })`,
-    /// pydantic-ai's `output_type`. Tools stay available; in tool mode the model ends the
-    /// run by calling the output tool (`tool_choice: Required`), in the other modes by
-    /// answering with the JSON.
-    ///
-    /// # Errors
-    /// As [`generate_object`](Self::generate_object).
-    pub async fn generate_text_with_output<T: DeserializeOwned>(
-        &mut self,
-        output: Output<T>,
-        input: impl Into<String>,
-    ) -> Result<ObjectResult<T>, HaloError> {
-        self.object_run(output, false, input.into()).await
-    }
-
-    async fn object_run<T: DeserializeOwned>(
-        &mut self,
-        output: Output<T>,
-        suppress_tools: bool,
-        input: String,
-    ) -> Result<ObjectResult<T>, HaloError> {
-        let object = ObjectRun::new(
-            output,
-            suppress_tools,
-            self.model.capabilities(),
-            &self.prefix,
-        )?;
-        let mode = object.mode;
-        self.manual = false;
-        let run =
-            crate::drive::drive(self.run(Some(Message::user(input)), false, false, Some(&object)))
-                .await?;
-        let (value, raw) = object.decode::<T>(&run)?;
-        Ok(ObjectResult {
-            object: value,
-            raw,
-            mode,
-            attempts: object.attempts(&run),
-            run,
-        })
-    }
 }

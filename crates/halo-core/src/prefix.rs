@@ -80,6 +80,10 @@ pub enum PrefixError {
 /// Build it with the `with_*` methods or through the agent builder. Tools and skills are
 /// kept sorted by name, so the order they were added in does not matter.
 ///
+/// Cheap to clone: clones share the parts and, once computed, the canonical bytes (one
+/// copy in memory however many agents hold the prefix); a change to one clone copies its
+/// parts first and leaves the others as they were.
+///
 /// ```
 /// use halo_core::{StablePrefix, ToolSpec};
 /// use serde_json::json;
@@ -95,6 +99,17 @@ pub enum PrefixError {
 /// ```
 #[derive(Clone, Default)]
 pub struct StablePrefix {
+    /// The parts, shared by clones (an agent's forks and sub-agents, every session of a
+    /// [`Halo`](crate::Halo) factory) and copied on the first change of one of them.
+    parts: Arc<Parts>,
+    /// The canonical bytes and their fingerprint, computed once per change: every mutator
+    /// empties it. A clone shares it.
+    canonical: OnceLock<Arc<Canonical>>,
+}
+
+/// What a prefix is made of.
+#[derive(Clone, Default, PartialEq)]
+struct Parts {
     system: String,
     tools: Vec<ToolSpec>,
     few_shot: Vec<Message>,
@@ -102,9 +117,6 @@ pub struct StablePrefix {
     /// The volatile zone (the date after a marker), rendered after the catalog at the very
     /// end of the system text; empty for none.
     volatile: String,
-    /// The canonical bytes and their fingerprint, computed once per change: every mutator
-    /// empties it. A clone shares it.
-    canonical: OnceLock<Arc<Canonical>>,
 }
 
 #[derive(Debug)]
@@ -115,22 +127,19 @@ struct Canonical {
 
 impl PartialEq for StablePrefix {
     fn eq(&self, other: &Self) -> bool {
-        self.system == other.system
-            && self.tools == other.tools
-            && self.few_shot == other.few_shot
-            && self.skills == other.skills
-            && self.volatile == other.volatile
+        Arc::ptr_eq(&self.parts, &other.parts) || self.parts == other.parts
     }
 }
 
 impl fmt::Debug for StablePrefix {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p = &self.parts;
         f.debug_struct("StablePrefix")
-            .field("system", &self.system)
-            .field("tools", &self.tools)
-            .field("few_shot", &self.few_shot)
-            .field("skills", &self.skills)
-            .field("volatile", &self.volatile)
+            .field("system", &p.system)
+            .field("tools", &p.tools)
+            .field("few_shot", &p.few_shot)
+            .field("skills", &p.skills)
+            .field("volatile", &p.volatile)
             .finish()
     }
 }
@@ -139,14 +148,24 @@ impl StablePrefix {
     /// A prefix with this system prompt and nothing else.
     pub fn new(system: impl Into<String>) -> Self {
         StablePrefix {
-            system: system.into(),
-            ..Default::default()
+            parts: Arc::new(Parts {
+                system: system.into(),
+                ..Parts::default()
+            }),
+            canonical: OnceLock::new(),
         }
+    }
+
+    /// The parts, to change: the canonical bytes are emptied, and parts shared with clones
+    /// are copied first.
+    fn parts_mut(&mut self) -> &mut Parts {
+        self.canonical = OnceLock::new();
+        Arc::make_mut(&mut self.parts)
     }
 
     /// The system prompt as given (without the skill catalog).
     pub fn system(&self) -> &str {
-        &self.system
+        &self.parts.system
     }
 
     /// The system text sent to the model: the system prompt followed, when there are
@@ -154,18 +173,19 @@ impl StablePrefix {
     /// "Disclosure"), then by the volatile zone when one is set
     /// ([`set_volatile`](Self::set_volatile); see [`crate::zones`]).
     pub fn system_text(&self) -> String {
-        let mut out = self.system.clone();
+        let p = &self.parts;
+        let mut out = p.system.clone();
         let mut push = |part: &str| {
             if !out.is_empty() {
                 out.push_str("\n\n");
             }
             out.push_str(part);
         };
-        if !self.skills.is_empty() {
-            push(&skill_catalog(&self.skills));
+        if !p.skills.is_empty() {
+            push(&skill_catalog(&p.skills));
         }
-        if !self.volatile.is_empty() {
-            push(&self.volatile);
+        if !p.volatile.is_empty() {
+            push(&p.volatile);
         }
         out
     }
@@ -173,20 +193,18 @@ impl StablePrefix {
     /// The volatile zone: the text rendered at the very end of the system text (the date,
     /// to the day, after [`crate::zones::VOLATILE_MARKER`]); empty for none.
     pub fn volatile(&self) -> &str {
-        &self.volatile
+        &self.parts.volatile
     }
 
     /// Replaces the volatile zone. A different text changes the prefix: one cache miss.
     pub fn set_volatile(&mut self, text: impl Into<String>) {
-        self.canonical = OnceLock::new();
-        self.volatile = text.into();
+        self.parts_mut().volatile = text.into();
     }
 
     /// Replaces the whole skill catalog (kept sorted by name; a later duplicate name
     /// replaces an earlier one).
     pub fn set_skills(&mut self, skills: impl IntoIterator<Item = SkillMeta>) {
-        self.canonical = OnceLock::new();
-        self.skills.clear();
+        self.parts_mut().skills.clear();
         for s in skills {
             self.add_skill(s);
         }
@@ -194,23 +212,22 @@ impl StablePrefix {
 
     /// The tool specs, sorted by name.
     pub fn tools(&self) -> &[ToolSpec] {
-        &self.tools
+        &self.parts.tools
     }
 
     /// The few-shot example turns, in order.
     pub fn few_shot(&self) -> &[Message] {
-        &self.few_shot
+        &self.parts.few_shot
     }
 
     /// The skill catalog, sorted by name.
     pub fn skills(&self) -> &[SkillMeta] {
-        &self.skills
+        &self.parts.skills
     }
 
     /// Replaces the system prompt.
     pub fn set_system(&mut self, system: impl Into<String>) {
-        self.canonical = OnceLock::new();
-        self.system = system.into();
+        self.parts_mut().system = system.into();
     }
 
     /// Adds a tool, keeping tools sorted by name.
@@ -218,12 +235,15 @@ impl StablePrefix {
     /// # Errors
     /// [`PrefixError`] for a duplicate or invalid name, or a schema that is not an object schema.
     pub fn add_tool(&mut self, spec: ToolSpec) -> Result<(), PrefixError> {
-        self.canonical = OnceLock::new();
         validate_tool(&spec)?;
-        match self.tools.binary_search_by(|t| t.name.cmp(&spec.name)) {
+        match self
+            .parts
+            .tools
+            .binary_search_by(|t| t.name.cmp(&spec.name))
+        {
             Ok(_) => Err(PrefixError::DuplicateTool(spec.name)),
             Err(at) => {
-                self.tools.insert(at, spec);
+                self.parts_mut().tools.insert(at, spec);
                 Ok(())
             }
         }
@@ -235,7 +255,11 @@ impl StablePrefix {
     /// As [`add_tool`](Self::add_tool).
     pub fn check_tool(&self, spec: &ToolSpec) -> Result<(), PrefixError> {
         validate_tool(spec)?;
-        match self.tools.binary_search_by(|t| t.name.cmp(&spec.name)) {
+        match self
+            .parts
+            .tools
+            .binary_search_by(|t| t.name.cmp(&spec.name))
+        {
             Ok(_) => Err(PrefixError::DuplicateTool(spec.name.clone())),
             Err(_) => Ok(()),
         }
@@ -243,10 +267,11 @@ impl StablePrefix {
 
     /// Removes a tool by name; returns whether it was there.
     pub fn remove_tool(&mut self, name: &str) -> bool {
-        self.canonical = OnceLock::new();
-        let before = self.tools.len();
-        self.tools.retain(|t| t.name != name);
-        before != self.tools.len()
+        if !self.parts.tools.iter().any(|t| t.name == name) {
+            return false;
+        }
+        self.parts_mut().tools.retain(|t| t.name != name);
+        true
     }
 
     /// Builder form of [`add_tool`](Self::add_tool).
@@ -260,23 +285,21 @@ impl StablePrefix {
 
     /// Appends a few-shot example turn.
     pub fn push_few_shot(&mut self, message: Message) {
-        self.canonical = OnceLock::new();
-        self.few_shot.push(message);
+        self.parts_mut().few_shot.push(message);
     }
 
     /// Builder form of [`push_few_shot`](Self::push_few_shot).
     pub fn with_few_shot(mut self, messages: impl IntoIterator<Item = Message>) -> Self {
-        self.canonical = OnceLock::new();
-        self.few_shot.extend(messages);
+        self.parts_mut().few_shot.extend(messages);
         self
     }
 
     /// Adds or replaces (by name) a skill in the catalog, keeping it sorted by name.
     pub fn add_skill(&mut self, skill: SkillMeta) {
-        self.canonical = OnceLock::new();
-        match self.skills.binary_search_by(|s| s.name.cmp(&skill.name)) {
-            Ok(at) => self.skills[at] = skill,
-            Err(at) => self.skills.insert(at, skill),
+        let skills = &mut self.parts_mut().skills;
+        match skills.binary_search_by(|s| s.name.cmp(&skill.name)) {
+            Ok(at) => skills[at] = skill,
+            Err(at) => skills.insert(at, skill),
         }
     }
 
@@ -296,16 +319,17 @@ impl StablePrefix {
 
     fn canonical(&self) -> &Canonical {
         self.canonical.get_or_init(|| {
+            let p = &self.parts;
             let mut doc = serde_json::json!({
                 "format": 1,
-                "system": self.system,
-                "tools": self.tools,
-                "few_shot": self.few_shot,
-                "skills": self.skills,
+                "system": p.system,
+                "tools": p.tools,
+                "few_shot": p.few_shot,
+                "skills": p.skills,
             });
             // Only when set, so the bytes of a prefix without zones are unchanged.
-            if !self.volatile.is_empty() {
-                doc["volatile"] = Value::String(self.volatile.clone());
+            if !p.volatile.is_empty() {
+                doc["volatile"] = Value::String(p.volatile.clone());
             }
             let mut bytes = Vec::with_capacity(256);
             write_canonical(&canonicalize(doc), &mut bytes);
@@ -421,7 +445,8 @@ fn write_canonical(value: &Value, out: &mut Vec<u8>) {
 }
 
 /// The `<available_skills>` catalog with its one-line instruction (agentskills.io client
-/// guide, "Disclosure"): name, description and location of each skill, XML-escaped.
+/// guide, "Disclosure"): name, description and location of each skill, XML-escaped, the
+/// description's line endings normalized as a file's are ([`crate::zones::normalize_text`]).
 fn skill_catalog(skills: &[SkillMeta]) -> String {
     let mut out = String::from(
         "The following skills provide specialized instructions for specific tasks. \
@@ -431,7 +456,7 @@ fn skill_catalog(skills: &[SkillMeta]) -> String {
         out.push_str("<skill>\n<name>");
         out.push_str(&xml_escape(&s.name));
         out.push_str("</name>\n<description>");
-        out.push_str(&xml_escape(&s.description));
+        out.push_str(&xml_escape(&crate::zones::normalize_text(&s.description)));
         out.push_str("</description>\n");
         if let Some(loc) = &s.location {
             out.push_str("<location>");

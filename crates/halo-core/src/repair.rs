@@ -5,7 +5,8 @@
 //! This is the design's `repair.repair(toolCalls, content)`. The strategy is pure and
 //! synchronous: it gets the turn, the tools' specs, a validator and the history, and returns
 //! what it did ([`RepairOutcome`]); it does no IO and never touches the log or the prefix.
-//! The driver ([`HaloAgent`](crate::HaloAgent), every mode except object runs) then:
+//! The run engine calls it on every model turn it is fed (every kind of run except object
+//! runs), before anything else sees the turn, and then:
 //! - logs the **repaired** turn (the model's own bytes are gone from the history, so the next
 //!   request carries the repaired call; a deterministic strategy keeps requests byte-stable);
 //! - answers each [`Refusal`] with an `is_error` tool result instead of running the call;
@@ -22,7 +23,7 @@
 //!
 //! Halo's implementation is `halo_strategies::BasicRepair`.
 
-use crate::message::{AssistantMessage, Message, ToolResult};
+use crate::message::{AssistantMessage, Message};
 use crate::prefix::ToolSpec;
 use crate::tool::ToolRegistry;
 
@@ -84,7 +85,7 @@ pub struct Repair {
     pub after: String,
 }
 
-/// A call the driver does not run: it gets an `is_error` result with `message`.
+/// A call the engine does not run: it gets an `is_error` result with `message`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
     /// The call's id.
@@ -123,68 +124,4 @@ pub struct RepairOutcome {
 pub trait RepairStrategy: Send + Sync {
     /// Fixes `turn`'s tool calls in place and says what it did.
     fn repair(&self, turn: &mut AssistantMessage, context: RepairContext<'_>) -> RepairOutcome;
-}
-
-impl crate::agent::HaloAgent {
-    /// Runs the agent's repair strategy, if any, on the model's `turn` before it is fed to
-    /// the engine; counts and traces the repairs.
-    pub(crate) fn repair_turn(&mut self, turn: &mut AssistantMessage) -> Option<RepairOutcome> {
-        let strategy = self.guards.repair.clone()?;
-        let history = self.state.history();
-        let context = RepairContext::new(self.prefix.tools(), self.tools.registry(), &history);
-        let outcome = strategy.repair(turn, context);
-        drop(history);
-        for r in &outcome.repairs {
-            tracing::info!(
-                "gen_ai.tool.call.id" = %r.call_id,
-                "halo.repair.kind" = ?r.kind,
-                "halo.repair.before" = %r.before,
-                "halo.repair.after" = %r.after,
-                "halo.repair: a tool call was repaired"
-            );
-        }
-        self.state.record_repairs(outcome.repairs.len());
-        Some(outcome)
-    }
-
-    /// Carries out what the strategy decided once the turn is the step in flight: a stop
-    /// ends the run (the step not logged), each refusal becomes the call's error result.
-    /// Returns those results, for the driver to report. Refusals of unknown or already
-    /// answered calls are ignored.
-    pub(crate) fn settle_repair(&mut self, outcome: RepairOutcome, at_ms: u64) -> Vec<ToolResult> {
-        if self.state.pending().is_none() {
-            return Vec::new();
-        }
-        if let Some(stop) = outcome.stop {
-            let partial = self.state.result(Vec::new());
-            self.state.abort_step(
-                crate::HaloError::RetryBudgetExhausted {
-                    tool: stop.tool,
-                    attempts: stop.attempts,
-                    message: stop.message,
-                    partial: Box::new(partial),
-                },
-                at_ms,
-            );
-            return Vec::new();
-        }
-        let mut results = Vec::new();
-        for refusal in outcome.refusals {
-            let Some(call) = self.state.pending().and_then(|p| {
-                p.response
-                    .message
-                    .tool_calls
-                    .iter()
-                    .find(|c| c.id == refusal.call_id)
-                    .cloned()
-            }) else {
-                continue;
-            };
-            let result = ToolResult::error(&call, refusal.message);
-            if self.state.tool_result(result.clone(), at_ms).is_ok() {
-                results.push(result);
-            }
-        }
-        results
-    }
 }

@@ -10,23 +10,66 @@
 //! - a tool result that does not directly follow the assistant turn with its call (after
 //!   that turn's other results), or repeats a result already given, is dropped (an orphan);
 //! - a call left without a result is closed with a synthetic error result the model can read
-//!   ([`INTERRUPTED`]), placed with the turn's other results, in call order;
+//!   ([`MAY_HAVE_RUN`]: nothing says whether it ran), placed with the turn's other results,
+//!   in call order;
 //! - an assistant turn with no text and no tool calls (one made only of reasoning, or of
 //!   nothing) is dropped.
 //!
 //! A valid history, the common case, is borrowed as it is: no copy.
+//!
+//! The texts of results the engine writes for calls that got none from their tool live here
+//! too, each saying what is known: [`NOT_RUN`], [`MAY_HAVE_RUN`], [`unapproved`],
+//! [`rejected`].
 
 use std::borrow::Cow;
 use std::collections::HashSet;
 
 use crate::message::{Message, ToolCall, ToolResult};
 
-/// The content of the synthetic result that closes a call which never got one.
-pub const INTERRUPTED: &str = "this tool call was interrupted before it ran, so it has no result; call it again if you still need it";
+/// The result of a call known not to have run: the run stopped before it started.
+pub const NOT_RUN: &str = "this tool call did not run: the run stopped before it started, so it has no result; call it again if you still need it";
 
-/// The synthetic result that closes `call` (see [`INTERRUPTED`]).
-pub fn interrupted(call: &ToolCall) -> ToolResult {
-    ToolResult::error(call, INTERRUPTED)
+/// The result of a call that may have run but whose result was lost (the run stopped while
+/// it ran, a process was killed), or whose fate is unknown (a call left without a result in
+/// a history edited by hand). The model is told to check before repeating it: a tool that
+/// is not safe to run twice is never run again by the agent itself.
+pub const MAY_HAVE_RUN: &str = "this tool call may have run, but its result was lost (the run stopped while it was running); check whether it took effect before calling it again";
+
+/// The result that closes `call` as [`MAY_HAVE_RUN`].
+pub fn may_have_run(call: &ToolCall) -> ToolResult {
+    ToolResult::error(call, MAY_HAVE_RUN)
+}
+
+/// The result that closes `call` as [`NOT_RUN`].
+pub fn not_run(call: &ToolCall) -> ToolResult {
+    ToolResult::error(call, NOT_RUN)
+}
+
+/// The result of a call that needs approval no one can give (`reason`: why it needs one).
+pub fn unapproved(call: &ToolCall, reason: &str) -> ToolResult {
+    ToolResult::error(
+        call,
+        format!(
+            "`{}` did not run: it needs the user's approval ({reason}), which no one can give in this session; go on without it, or ask the user to allow it",
+            call.name
+        ),
+    )
+}
+
+/// The result of a call the user rejected, with their `reason`.
+pub fn rejected(call: &ToolCall, reason: &str) -> ToolResult {
+    let reason = if reason.trim().is_empty() {
+        String::new()
+    } else {
+        format!(": {}", reason.trim())
+    };
+    ToolResult::error(
+        call,
+        format!(
+            "the user rejected this call, so `{}` did not run{reason}; do not retry it unchanged: go on without it, try another way, or ask the user",
+            call.name
+        ),
+    )
 }
 
 /// `history` with orphan results dropped, dangling calls closed and empty assistant turns
@@ -103,7 +146,7 @@ fn repaired(history: &[Message]) -> Vec<Message> {
                 let calls = turn.tool_calls.clone();
                 out.push(Message::Assistant(turn));
                 for (call, result) in calls.iter().zip(results) {
-                    out.push(Message::Tool(result.unwrap_or_else(|| interrupted(call))));
+                    out.push(Message::Tool(result.unwrap_or_else(|| may_have_run(call))));
                 }
                 i = j;
             }
@@ -168,7 +211,7 @@ mod tests {
             [
                 Message::user("hi"),
                 turn("", &["a", "b"]),
-                Message::Tool(interrupted(&ToolCall::new("a", "ls", "{}"))),
+                Message::Tool(may_have_run(&ToolCall::new("a", "ls", "{}"))),
                 result("b"),
                 Message::user("late"),
             ]
@@ -202,7 +245,7 @@ mod tests {
         let h = vec![Message::user("hi"), turn("", &["a"])];
         let v = valid_history(&h);
         assert_eq!(v.len(), 3);
-        assert!(matches!(&v[2], Message::Tool(r) if r.is_error && r.content == INTERRUPTED));
+        assert!(matches!(&v[2], Message::Tool(r) if r.is_error && r.content == MAY_HAVE_RUN));
     }
 
     #[test]

@@ -16,6 +16,8 @@ use std::fmt;
 use std::io;
 use std::time::Duration;
 
+use async_trait::async_trait;
+
 /// The longest path a sandbox accepts, in bytes (Linux's `PATH_MAX`).
 pub const MAX_PATH_BYTES: usize = 4096;
 
@@ -383,7 +385,8 @@ pub struct GrepLine {
     pub path: SandboxPath,
     /// 1-based line number.
     pub line_number: u64,
-    /// The line, without its line terminator (invalid UTF-8 replaced).
+    /// The line, without its line terminator (invalid UTF-8 replaced); a sandbox may cut a
+    /// very long line, and then says so at its end.
     pub text: String,
     /// Whether this is a context line rather than a match.
     pub is_context: bool,
@@ -396,6 +399,18 @@ pub struct GrepOutput {
     pub lines: Vec<GrepLine>,
     /// Whether more lines matched than `limit`.
     pub truncated: bool,
+    /// Files not searched to their end (a line longer than the sandbox searches, a read
+    /// that failed), sorted by path; what was found before the cut is in `lines`.
+    pub skipped: Vec<GrepSkip>,
+}
+
+/// A file [`Sandbox::grep`] did not search to its end, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrepSkip {
+    /// The file.
+    pub path: SandboxPath,
+    /// Why it was cut, for the model: `a line is longer than 8 MiB`.
+    pub reason: String,
 }
 
 /// A [`Sandbox::exec`] request.
@@ -429,6 +444,10 @@ pub struct ExecOutput {
     pub stdout_dropped: u64,
     /// Bytes of stderr dropped from the middle.
     pub stderr_dropped: u64,
+    /// The resource limit the command reached, in words, when the sandbox saw it reach one
+    /// (`memory limit 4 GiB reached`): a command over a limit is killed or fails. `None`
+    /// otherwise, and from a sandbox without limits.
+    pub limit: Option<String>,
 }
 
 /// Why a sandbox operation failed. Messages are written for the model that called the tool:
@@ -563,7 +582,7 @@ pub enum SandboxError {
 /// (`Arc<dyn Sandbox>`). Implementers write `async fn`s in an impl marked `#[async_trait]`
 /// (re-exported as [`halo_core::async_trait`](crate::async_trait)); every future is boxed and
 /// `Send`.
-#[async_trait::async_trait]
+#[async_trait]
 pub trait Sandbox: Send + Sync {
     /// What this sandbox can do.
     fn capabilities(&self) -> Capabilities;
@@ -585,7 +604,7 @@ pub trait Sandbox: Send + Sync {
 
     /// Appends `content` to a file, creating it (and missing parent folders) when absent.
     /// Implementations make the append atomic: a concurrent appender's bytes never land
-    /// inside `content` (the memory file of issue 14 §3 relies on it). `VirtualSandbox`
+    /// inside `content` (an append-only memory file relies on it). `VirtualSandbox`
     /// appends under its lock; `ContainerSandbox` writes once to a file opened `O_APPEND`.
     ///
     /// The default reads the file and writes it back whole: correct, but not atomic

@@ -58,6 +58,10 @@ pub struct AgentStats {
     /// ([`crate::delegate`]) — whose counters were added to these (so `steps` and the token
     /// counts include them).
     pub delegated_steps: u64,
+    /// Calls answered by another provider than the call before (a fallback switched): each
+    /// is an expected miss. Which provider answered a step is its
+    /// [`StepResult::cache`](crate::StepResult::cache)`.provider`.
+    pub provider_switches: u64,
 }
 
 impl AgentStats {
@@ -104,6 +108,9 @@ impl AgentStats {
                 .tool_call_repairs
                 .saturating_sub(earlier.tool_call_repairs),
             delegated_steps: self.delegated_steps.saturating_sub(earlier.delegated_steps),
+            provider_switches: self
+                .provider_switches
+                .saturating_sub(earlier.provider_switches),
         }
     }
 
@@ -130,6 +137,7 @@ impl AgentStats {
             compaction_cache_read_tokens,
             tool_call_repairs,
             delegated_steps: _,
+            provider_switches,
         } = *other;
         self.steps += steps;
         self.input_tokens += input_tokens;
@@ -148,6 +156,7 @@ impl AgentStats {
         self.compaction_input_tokens += compaction_input_tokens;
         self.compaction_cache_read_tokens += compaction_cache_read_tokens;
         self.tool_call_repairs += tool_call_repairs;
+        self.provider_switches += provider_switches;
         self.delegated_steps += steps;
     }
 

@@ -1,8 +1,8 @@
 //! Steering: user messages queued from another task while a run is in flight.
 //!
 //! A [`SteeringHandle`] (from [`HaloAgent::steering`](crate::HaloAgent::steering)) is cheap to
-//! clone and `Send`; [`SteeringHandle::send`] queues a message, and the run injects every
-//! queued message at its next step boundary — before the next model call, never between a
+//! clone and `Send`; [`SteeringHandle::send`] queues a message, and the run takes every
+//! queued message into its state and injects them at its next step boundary — before the next model call, never between a
 //! tool call and its result — as a user message marked injected
 //! ([`MessageLog::is_injected`](crate::MessageLog::is_injected)), with an
 //! [`AgentEvent::Injected`](crate::AgentEvent::Injected). Messages queued while no run is in
@@ -30,13 +30,6 @@ impl SteeringHandle {
     /// Takes every queued message, oldest first.
     pub(crate) fn drain(&self) -> Vec<String> {
         std::mem::take(&mut *self.lock())
-    }
-
-    /// Puts messages back at the front of the queue, before any queued since.
-    pub(crate) fn requeue(&self, texts: Vec<String>) {
-        let mut q = self.lock();
-        let later = std::mem::replace(&mut *q, texts);
-        q.extend(later);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<String>> {

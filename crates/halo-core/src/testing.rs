@@ -44,7 +44,7 @@ pub struct RecordedRequest {
 
 #[derive(Debug)]
 enum Step {
-    Response(Result<ModelResponse, ModelError>),
+    Response(Box<Result<ModelResponse, ModelError>>),
     Events(Vec<Result<ModelStreamEvent, ModelError>>),
 }
 
@@ -90,13 +90,16 @@ impl ScriptedModel {
 
     /// Appends a full response.
     pub fn respond(self, response: ModelResponse) -> Self {
-        self.lock().steps.push_back(Step::Response(Ok(response)));
+        self.lock()
+            .steps
+            .push_back(Step::Response(Box::new(Ok(response))));
         self
     }
 
     /// Appends a text answer (finish reason `stop`, usage unknown).
     pub fn text(self, text: impl Into<String>) -> Self {
         self.respond(ModelResponse {
+            id: None,
             message: AssistantMessage {
                 text: text.into(),
                 ..Default::default()
@@ -104,6 +107,7 @@ impl ScriptedModel {
             finish_reason: FinishReason::Stop,
             usage: Usage::default(),
             model: None,
+            provider: None,
         })
     }
 
@@ -130,6 +134,7 @@ impl ScriptedModel {
                 .collect()
         };
         self.respond(ModelResponse {
+            id: None,
             message: AssistantMessage {
                 tool_calls: calls,
                 ..Default::default()
@@ -137,12 +142,15 @@ impl ScriptedModel {
             finish_reason: FinishReason::ToolCalls,
             usage: Usage::default(),
             model: None,
+            provider: None,
         })
     }
 
     /// Appends an error.
     pub fn error(self, error: ModelError) -> Self {
-        self.lock().steps.push_back(Step::Response(Err(error)));
+        self.lock()
+            .steps
+            .push_back(Step::Response(Box::new(Err(error))));
         self
     }
 
@@ -189,9 +197,9 @@ impl ScriptedModel {
             options: request.options.clone(),
         });
         st.steps.pop_front().unwrap_or_else(|| {
-            Step::Response(Err(ModelError::Other(
+            Step::Response(Box::new(Err(ModelError::Other(
                 "the scripted model has no steps left; add more to the script".into(),
-            )))
+            ))))
         })
     }
 }
@@ -216,7 +224,7 @@ impl ModelAdapter for ScriptedModel {
 
     async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         match self.next_step(&request) {
-            Step::Response(r) => r,
+            Step::Response(r) => *r,
             Step::Events(events) => {
                 for event in events {
                     match event? {
@@ -233,8 +241,10 @@ impl ModelAdapter for ScriptedModel {
 
     fn stream<'a>(&'a self, request: ModelRequest<'a>) -> ModelEventStream<'a> {
         let events: Vec<Result<ModelStreamEvent, ModelError>> = match self.next_step(&request) {
-            Step::Response(Ok(response)) => response_events(response).map(Ok).collect(),
-            Step::Response(Err(e)) => vec![Err(e)],
+            Step::Response(r) => match *r {
+                Ok(response) => response_events(response).map(Ok).collect(),
+                Err(e) => vec![Err(e)],
+            },
             Step::Events(events) => events,
         };
         Box::pin(futures::stream::iter(events))

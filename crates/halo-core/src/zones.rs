@@ -1,4 +1,4 @@
-//! Prompt zones (issue 14 §1, after Agentica): the system text built from three zones, in
+//! Prompt zones: the system text built from three zones, in
 //! order of how often they change.
 //!
 //! - **static**: the role and the instructions, fixed in the code;
@@ -78,8 +78,27 @@ impl ZoneSection {
             out.push_str("`)");
         }
         out.push('\n');
-        out.push_str(self.body.trim_end_matches(['\n', '\r']));
+        out.push_str(normalize_text(&self.body).trim_end_matches('\n'));
     }
+}
+
+/// A file's text as it enters the prefix: a leading byte-order mark (U+FEFF) dropped, and
+/// every line ending (`\r\n`, a lone `\r`) written `\n`. A checkout with Windows line
+/// endings or a BOM thus sends the same prefix bytes as one without. Borrowed when there is
+/// nothing to change.
+///
+/// ```
+/// use halo_core::zones::normalize_text;
+///
+/// assert_eq!(normalize_text("\u{feff}a\r\nb\rc\n"), "a\nb\nc\n");
+/// assert!(matches!(normalize_text("a\nb"), std::borrow::Cow::Borrowed(_)));
+/// ```
+pub fn normalize_text(text: &str) -> std::borrow::Cow<'_, str> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if !text.contains('\r') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(text.replace("\r\n", "\n").replace('\r', "\n"))
 }
 
 /// The three zones of the system text (see the [module docs](self)).

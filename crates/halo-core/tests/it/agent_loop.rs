@@ -274,6 +274,7 @@ async fn stats_sum_known_usage_and_count_unknown_cache_info() {
         ..Usage::default()
     };
     let resp = |usage, calls: bool| ModelResponse {
+        id: None,
         message: if calls {
             halo_core::AssistantMessage {
                 tool_calls: vec![halo_core::ToolCall::new("c1", "count", "{}")],
@@ -292,6 +293,7 @@ async fn stats_sum_known_usage_and_count_unknown_cache_info() {
         },
         usage,
         model: Some("m".into()),
+        provider: None,
     };
     let model = ScriptedModel::new()
         .respond(resp(usage(1000, Some(0)), true))

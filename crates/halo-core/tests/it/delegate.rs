@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use halo_core::testing::ScriptedModel;
 use halo_core::{
-    AgentContext, AgentStats, AgentTool, HaloAgent, Message, ToolCall, ToolCallDecision, ToolError,
-    ToolHook, ToolOutput, ToolSpec, async_trait,
+    AgentStats, DynTool, HaloAgent, Message, ToolAnnotations, ToolCall, ToolCallDecision,
+    ToolContext, ToolError, ToolHook, ToolOutput, ToolSpec, async_trait,
 };
 use serde_json::{Value, json};
 
@@ -26,7 +26,7 @@ struct Ask {
 }
 
 #[async_trait]
-impl AgentTool for Ask {
+impl DynTool for Ask {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new(
             self.name,
@@ -34,7 +34,11 @@ impl AgentTool for Ask {
             json!({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}),
         )
     }
-    async fn call(&self, cx: AgentContext, args: Value) -> Result<ToolOutput, ToolError> {
+    fn annotations(&self) -> ToolAnnotations {
+        ToolAnnotations::default().with_runs_agent(true)
+    }
+    async fn call_json(&self, args: Value, tool: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let cx = tool.agent().expect("an agent tool gets the agent");
         {
             let mut seen = self.seen.lock().unwrap();
             seen.depth.push(cx.depth());
@@ -66,7 +70,7 @@ impl halo_core::DynTool for Echo {
             json!({"type": "object", "properties": {}}),
         )
     }
-    async fn call_json(&self, _: Value) -> Result<ToolOutput, ToolError> {
+    async fn call_json(&self, _: Value, _cx: &ToolContext) -> Result<ToolOutput, ToolError> {
         Ok("echo".into())
     }
 }
@@ -100,9 +104,9 @@ fn a_fork_has_the_callers_prefix_and_history_without_the_tool_and_a_fresh_agent_
         .system("S")
         .tool(Echo)
         .unwrap()
-        .agent_tool(fork)
+        .tool(fork)
         .unwrap()
-        .agent_tool(fresh)
+        .tool(fresh)
         .unwrap()
         .build();
     futures::executor::block_on(agent.generate_text("first")).unwrap();
@@ -146,7 +150,8 @@ fn a_fork_has_the_callers_prefix_and_history_without_the_tool_and_a_fresh_agent_
 struct DenyFork;
 #[async_trait]
 impl ToolHook for DenyFork {
-    async fn before_tool_call(&self, call: &ToolCall, _: &Value) -> ToolCallDecision {
+    async fn before_tool_call(&self, cx: &ToolContext, _: &Value) -> ToolCallDecision {
+        let call = cx.call();
         if call.name == "fork" {
             ToolCallDecision::Deny("no forks today".into())
         } else {
@@ -162,7 +167,7 @@ fn agent_tool_calls_go_through_the_hooks() {
         .text("ok");
     let (fork, seen) = ask("fork", false);
     let mut agent = HaloAgent::builder(model.clone())
-        .agent_tool(fork)
+        .tool(fork)
         .unwrap()
         .hook(DenyFork)
         .build();
@@ -180,11 +185,11 @@ fn agent_tool_calls_go_through_the_hooks() {
 }
 
 #[test]
-fn an_interrupted_agent_tool_call_is_closed_on_resume_not_run_again() {
+fn an_interrupted_agent_tool_call_is_closed_as_may_have_run_on_resume_not_run_again() {
     let model = ScriptedModel::new().text("resumed");
     let (fork, seen) = ask("fork", false);
     let mut agent = HaloAgent::builder(model.clone())
-        .agent_tool(fork)
+        .tool(fork)
         .unwrap()
         .build();
     agent.log_mut().push(Message::user("go"));
@@ -200,7 +205,7 @@ fn an_interrupted_agent_tool_call_is_closed_on_resume_not_run_again() {
     let Some(Message::Tool(closed)) = model.requests()[0].history.last().cloned() else {
         panic!()
     };
-    assert!(closed.is_error && closed.content == halo_core::request::INTERRUPTED);
+    assert!(closed.is_error && closed.content == halo_core::request::MAY_HAVE_RUN);
 }
 
 #[test]
@@ -210,7 +215,7 @@ fn in_manual_mode_an_agent_tool_call_goes_to_the_caller_who_can_run_it_with_the_
         .text("forked")
         .text("done");
     let (fork, _) = ask("fork", false);
-    let mut agent = HaloAgent::builder(model).agent_tool(fork).unwrap().build();
+    let mut agent = HaloAgent::builder(model).tool(fork).unwrap().build();
     let turn = futures::executor::block_on(agent.send("go")).unwrap();
     let halo_core::Turn::ToolCalls(calls) = turn else {
         panic!()

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use halo_core::request::INTERRUPTED;
+use halo_core::request::MAY_HAVE_RUN;
 use halo_core::testing::ScriptedModel;
 use halo_core::{
     AgentEvent, AssistantMessage, CacheVerdict, Clock, HaloAgent, HaloError, InputGuardrail,
@@ -351,6 +351,58 @@ async fn steering_enters_at_the_next_step_boundary_marked_injected() {
     assert_eq!(second.last().unwrap().text(), "also check the tests");
 }
 
+/// A model that, while it makes its first answer, has a steering message sent.
+struct SteeredWhileAnswering {
+    inner: ScriptedModel,
+    handle: std::sync::Mutex<Option<halo_core::SteeringHandle>>,
+}
+
+#[async_trait]
+impl halo_core::ModelAdapter for SteeredWhileAnswering {
+    fn provider(&self) -> &str {
+        "scripted"
+    }
+    fn model_name(&self) -> &str {
+        "steered"
+    }
+    async fn generate(
+        &self,
+        request: halo_core::ModelRequest<'_>,
+    ) -> Result<halo_core::ModelResponse, halo_core::ModelError> {
+        if let Some(handle) = self.handle.lock().unwrap().take() {
+            handle.send("in Celsius, please");
+        }
+        self.inner.generate(request).await
+    }
+}
+
+#[tokio::test]
+async fn a_steering_message_sent_during_the_final_answer_takes_another_step() {
+    // Trigger: a message sent while the model made its last answer was dropped with the run.
+    let inner = ScriptedModel::new().text("It is 70 F.").text("It is 21 C.");
+    let model = Arc::new(SteeredWhileAnswering {
+        inner: inner.clone(),
+        handle: std::sync::Mutex::new(None),
+    });
+    let mut agent = HaloAgent::builder_shared(model.clone()).build();
+    *model.handle.lock().unwrap() = Some(agent.steering());
+    let out = agent.generate_text("How warm is it?").await.unwrap();
+    assert_eq!(out.text, "It is 21 C.");
+    assert_eq!(out.steps.len(), 2);
+    let texts: Vec<String> = agent.log().messages().map(Message::text).collect();
+    assert_eq!(
+        texts,
+        [
+            "How warm is it?",
+            "It is 70 F.",
+            "in Celsius, please",
+            "It is 21 C."
+        ]
+    );
+    assert!(agent.log().is_injected(2));
+    inner.assert_consumed();
+}
+
 struct NoSecrets;
 #[async_trait]
 impl InputGuardrail for NoSecrets {
@@ -507,7 +559,7 @@ async fn resume_runs_interrupted_read_only_calls_again_and_closes_the_others() {
         results_of(&log),
         [
             ("a".to_string(), "look run 1".to_string()),
-            ("b".to_string(), INTERRUPTED.to_string())
+            ("b".to_string(), MAY_HAVE_RUN.to_string())
         ]
     );
     let sent = &model.requests()[0].history;
@@ -595,6 +647,7 @@ async fn a_session_journal_restores_the_log_and_a_changed_prefix_is_one_expected
         ..Default::default()
     };
     let answer = |text: &str, u| halo_core::ModelResponse {
+        id: None,
         message: AssistantMessage {
             text: text.into(),
             ..Default::default()
@@ -602,6 +655,7 @@ async fn a_session_journal_restores_the_log_and_a_changed_prefix_is_one_expected
         finish_reason: halo_core::FinishReason::Stop,
         usage: u,
         model: None,
+        provider: None,
     };
     let model = ScriptedModel::new()
         .tool_call("count", json!({}))
@@ -693,7 +747,7 @@ async fn a_cancel_token_ends_the_run_with_only_complete_steps_and_resume_goes_on
     let out = agent.resume().await.unwrap();
     assert_eq!(out.text, "done");
     let log = agent.log().to_vec();
-    assert_eq!(results_of(&log)[1].1, INTERRUPTED);
+    assert_eq!(results_of(&log)[1].1, MAY_HAVE_RUN);
     model.assert_consumed();
 }
 
@@ -706,10 +760,7 @@ struct Flaky {
 
 #[async_trait]
 impl halo_core::SessionStore for Flaky {
-    async fn append(
-        &self,
-        events: &[halo_core::JournalEvent],
-    ) -> Result<(), halo_core::SessionError> {
+    async fn append(&self, append: halo_core::Append<'_>) -> Result<u64, halo_core::SessionError> {
         if self.fail.load(Ordering::SeqCst) > 0 {
             self.fail.fetch_sub(1, Ordering::SeqCst);
             return Err(halo_core::SessionError::Io {
@@ -717,10 +768,39 @@ impl halo_core::SessionStore for Flaky {
                 message: "no space left on device".into(),
             });
         }
-        self.inner.append(events).await
+        self.inner.append(append).await
     }
-    async fn load(&self) -> Result<Vec<halo_core::JournalEvent>, halo_core::SessionError> {
-        self.inner.load().await
+    async fn load(
+        &self,
+        session: &str,
+    ) -> Result<Vec<halo_core::JournalEvent>, halo_core::SessionError> {
+        self.inner.load(session).await
+    }
+    async fn list(&self) -> Result<Vec<halo_core::SessionInfo>, halo_core::SessionError> {
+        self.inner.list().await
+    }
+    async fn delete(&self, session: &str) -> Result<(), halo_core::SessionError> {
+        self.inner.delete(session).await
+    }
+    async fn acquire(
+        &self,
+        session: &str,
+        owner: &str,
+        ttl_ms: u64,
+        now_ms: u64,
+    ) -> Result<halo_core::Lease, halo_core::SessionError> {
+        self.inner.acquire(session, owner, ttl_ms, now_ms).await
+    }
+    async fn renew(
+        &self,
+        lease: &halo_core::Lease,
+        ttl_ms: u64,
+        now_ms: u64,
+    ) -> Result<halo_core::Lease, halo_core::SessionError> {
+        self.inner.renew(lease, ttl_ms, now_ms).await
+    }
+    async fn release(&self, lease: &halo_core::Lease) -> Result<(), halo_core::SessionError> {
+        self.inner.release(lease).await
     }
 }
 

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt as _;
 use halo_core::testing::ScriptedModel;
 use halo_core::{
-    AgentEvent, HaloAgent, HaloError, Message, Tool, ToolCall, ToolCallDecision, ToolError,
-    ToolHook, ToolOutput, ToolResult, async_trait,
+    AgentEvent, HaloAgent, HaloError, Message, Tool, ToolCall, ToolCallDecision, ToolContext,
+    ToolError, ToolHook, ToolOutput, ToolResult, async_trait,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -77,7 +77,8 @@ impl Recorder {
 
 #[async_trait]
 impl ToolHook for Recorder {
-    async fn before_tool_call(&self, call: &ToolCall, arguments: &Value) -> ToolCallDecision {
+    async fn before_tool_call(&self, cx: &ToolContext, arguments: &Value) -> ToolCallDecision {
+        let call = cx.call();
         self.journal
             .lock()
             .unwrap()
@@ -85,7 +86,8 @@ impl ToolHook for Recorder {
         (self.decide)(call, arguments)
     }
 
-    async fn after_tool_call(&self, call: &ToolCall, mut result: ToolResult) -> ToolResult {
+    async fn after_tool_call(&self, cx: &ToolContext, mut result: ToolResult) -> ToolResult {
+        let call = cx.call();
         self.journal
             .lock()
             .unwrap()

@@ -485,6 +485,7 @@ async fn a_value_that_is_not_an_object_is_wrapped_where_the_provider_wants_an_ob
 #[tokio::test]
 async fn a_refusal_is_not_retried() {
     let model = ScriptedModel::new().respond(ModelResponse {
+        id: None,
         message: AssistantMessage {
             text: "I can't help with that.".into(),
             ..Default::default()
@@ -492,6 +493,7 @@ async fn a_refusal_is_not_retried() {
         finish_reason: FinishReason::ContentFilter,
         usage: Usage::default(),
         model: None,
+        provider: None,
     });
     let mut agent = agent(&model);
     let err = agent.generate_object::<Weather>("Oslo?").await.unwrap_err();

@@ -3,8 +3,8 @@
 
 use halo_core::sandbox::{ExecRequest, SandboxPath};
 use halo_core::{
-    AgentContext, AgentTool, DynTool, HaloAgent, ModelAdapter, ModelRequest, Sandbox, SharedModel,
-    SharedSandbox, ToolCall, ToolHook, ToolResult, ToolSource,
+    DynTool, HaloAgent, ModelAdapter, ModelRequest, Sandbox, SessionStore, SharedModel,
+    SharedSandbox, ToolCall, ToolContext, ToolHook, ToolResult, ToolSource,
 };
 
 fn assert_send<T: Send>(_: &T) {}
@@ -16,9 +16,9 @@ fn dyn_traits_are_object_safe(
     tool: std::sync::Arc<dyn DynTool>,
     hook: std::sync::Arc<dyn ToolHook>,
     source: std::sync::Arc<dyn ToolSource>,
-    agent_tool: std::sync::Arc<dyn AgentTool>,
+    store: std::sync::Arc<dyn SessionStore>,
 ) {
-    let _: &dyn AgentTool = &*agent_tool;
+    let _: &dyn SessionStore = &*store;
     let _: &dyn ModelAdapter = &*model;
     let _: &dyn Sandbox = &*sandbox;
     let _: &dyn DynTool = &*tool;
@@ -39,14 +39,14 @@ fn sandbox_futures_are_send(sandbox: &dyn Sandbox, path: &SandboxPath, exec: Exe
 }
 
 #[allow(dead_code)]
-fn tool_future_is_send(tool: &dyn DynTool) {
-    assert_send(&tool.call_json(serde_json::json!({})));
+fn tool_future_is_send(tool: &dyn DynTool, cx: &ToolContext) {
+    assert_send(&tool.call_json(serde_json::json!({}), cx));
 }
 
 #[allow(dead_code)]
-fn hook_futures_are_send(hook: &dyn ToolHook, call: &ToolCall, result: ToolResult) {
-    assert_send(&hook.before_tool_call(call, &serde_json::Value::Null));
-    assert_send(&hook.after_tool_call(call, result));
+fn hook_futures_are_send(hook: &dyn ToolHook, cx: &ToolContext, result: ToolResult) {
+    assert_send(&hook.before_tool_call(cx, &serde_json::Value::Null));
+    assert_send(&hook.after_tool_call(cx, result));
 }
 
 #[allow(dead_code)]
@@ -57,8 +57,17 @@ fn toolbox_is_shareable_and_its_run_future_is_send(tools: &halo_core::Toolbox, c
 }
 
 #[allow(dead_code)]
-fn agent_tool_future_is_send(tool: &dyn AgentTool, context: AgentContext) {
-    assert_send(&tool.call(context, serde_json::json!({})));
+fn driver_futures_are_send(agent: &mut HaloAgent, call: &ToolCall) {
+    let driver = agent.driver();
+    assert_send(&driver.run_tool(call));
+    assert_send(&driver.prepare_step(1));
+}
+
+#[allow(dead_code)]
+fn approval_futures_are_send(agent: &mut HaloAgent) {
+    assert_send(&agent.approve("c1"));
+    assert_send(&agent.reject("c1", "no"));
+    assert_send(&agent.submit_tool_result("c1", "ok"));
 }
 
 #[allow(dead_code)]

@@ -147,6 +147,7 @@ async fn events_come_in_step_order() {
 async fn split_deltas_reach_the_caller_and_the_finish_is_what_is_logged() {
     let call = ToolCall::new("c9", "upper", r#"{"text":"split"}"#);
     let response = ModelResponse {
+        id: None,
         message: AssistantMessage {
             text: "Let me ".to_string() + "check.",
             tool_calls: vec![call],
@@ -159,6 +160,7 @@ async fn split_deltas_reach_the_caller_and_the_finish_is_what_is_logged() {
             ..Default::default()
         },
         model: None,
+        provider: None,
     };
     let model = ScriptedModel::new()
         .events(vec![

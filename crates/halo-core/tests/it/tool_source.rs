@@ -75,6 +75,7 @@ fn usage(input: u64, read: u64) -> Usage {
 
 fn call(name: &str, id: &str, u: Usage) -> ModelResponse {
     ModelResponse {
+        id: None,
         message: AssistantMessage {
             tool_calls: vec![ToolCall::new(id, name, "{}")],
             ..Default::default()
@@ -82,6 +83,7 @@ fn call(name: &str, id: &str, u: Usage) -> ModelResponse {
         finish_reason: FinishReason::ToolCalls,
         usage: u,
         model: None,
+        provider: None,
     }
 }
 
@@ -95,6 +97,7 @@ async fn tools_swapped_mid_run_change_the_prefix_between_steps_as_one_expected_m
         // Step 1: the new tool is there; the old one is gone.
         .respond(call("new", "c1", usage(3100, 0)))
         .respond(ModelResponse {
+            id: None,
             message: AssistantMessage {
                 text: "done".into(),
                 ..Default::default()
@@ -102,6 +105,7 @@ async fn tools_swapped_mid_run_change_the_prefix_between_steps_as_one_expected_m
             finish_reason: FinishReason::Stop,
             usage: usage(3200, 3000),
             model: None,
+            provider: None,
         });
     let mut agent = HaloAgent::builder(model.clone())
         .system("x".repeat(12_000))

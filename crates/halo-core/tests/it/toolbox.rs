@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use halo_core::testing::ScriptedModel;
 use halo_core::{
     HaloAgent, HaloError, PrefixError, Tool, ToolAnnotations, ToolCall, ToolCallDecision,
-    ToolError, ToolHook, ToolOutput, ToolResult, Toolbox, async_trait,
+    ToolContext, ToolError, ToolHook, ToolOutput, ToolResult, Toolbox, async_trait,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -48,7 +48,8 @@ struct Policy(Mutex<Vec<String>>);
 
 #[async_trait]
 impl ToolHook for Policy {
-    async fn before_tool_call(&self, call: &ToolCall, args: &Value) -> ToolCallDecision {
+    async fn before_tool_call(&self, cx: &ToolContext, args: &Value) -> ToolCallDecision {
+        let call = cx.call();
         self.0
             .lock()
             .unwrap()
@@ -60,7 +61,8 @@ impl ToolHook for Policy {
             _ => ToolCallDecision::Allow,
         }
     }
-    async fn after_tool_call(&self, call: &ToolCall, mut result: ToolResult) -> ToolResult {
+    async fn after_tool_call(&self, cx: &ToolContext, mut result: ToolResult) -> ToolResult {
+        let call = cx.call();
         self.0.lock().unwrap().push(format!("after {}", call.name));
         result.content.push_str(" [seen]");
         result

@@ -23,6 +23,7 @@ impl Clock for FixedClock {
 
 fn answer(text: &str, input: u64, read: u64) -> ModelResponse {
     ModelResponse {
+        id: None,
         message: AssistantMessage {
             text: text.into(),
             ..Default::default()
@@ -34,6 +35,7 @@ fn answer(text: &str, input: u64, read: u64) -> ModelResponse {
             ..Default::default()
         },
         model: None,
+        provider: None,
     }
 }
 
@@ -134,7 +136,7 @@ async fn a_discardable_output_is_a_discardable_result_in_the_log_and_the_journal
         panic!("a tool result")
     };
     assert_eq!(sent.content, "SKILL BODY");
-    let journal = store.load().await.unwrap();
+    let journal = store.load(agent.session_name()).await.unwrap();
     let back = RunState::from_journal(&journal, 100);
     assert_eq!(back.log().discardable_indices(), vec![at]);
 }

@@ -1,358 +1,15 @@
-//! Tools: the typed [`Tool`] trait for authors, the object-safe [`DynTool`] for tools
-//! defined at runtime (MCP), and the [`ToolRegistry`] that runs tool calls.
-//!
-//! The registry turns every way a call can go wrong into a [`ToolResult`] with
-//! `is_error: true` that the model reads and can correct: an unknown tool name, arguments
-//! that are not JSON, arguments that do not fit the tool's JSON Schema, and a tool that
-//! fails. Only [`ToolError::Fatal`] ends the run.
+//! [`ToolRegistry`]: tools by name with their compiled parameter schemas; every way a call's
+//! arguments can be wrong becomes a text the model reads.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Arc;
 
-use schemars::JsonSchema;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::{DynTool, ToolAnnotations, ToolContext, output_result};
 use crate::message::{ToolCall, ToolResult};
 use crate::prefix::{PrefixError, ToolSpec};
 use crate::stats::AgentStats;
-
-/// What a tool returns to the model.
-///
-/// Build it with [`text`](Self::text) or [`error`](Self::error) and the `with_*` methods;
-/// the fields are public for reading.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ToolOutput {
-    /// The text the model reads.
-    pub content: String,
-    /// Marks the result as an error for the model (the run goes on).
-    pub is_error: bool,
-    /// The counters of the model calls the tool made itself — a sub-agent's or a plan's run
-    /// ([`crate::delegate`]): the engine adds them to the calling agent's [`AgentStats`]
-    /// ([`AgentStats::delegated_steps`] counts their model calls). Not part of the result
-    /// the model reads, and not journaled.
-    pub stats: Option<AgentStats>,
-    /// Marks the logged result discardable: a context strategy drops or evicts it first
-    /// (a loaded skill body, which the model can load again). Set it with
-    /// [`discardable`](Self::discardable).
-    pub discardable: bool,
-}
-
-impl ToolOutput {
-    /// A successful output.
-    pub fn text(content: impl Into<String>) -> Self {
-        ToolOutput {
-            content: content.into(),
-            ..ToolOutput::default()
-        }
-    }
-    /// An error output for the model: `content` exactly as given, marked `is_error`; the run
-    /// goes on. `Err(ToolError::Failed(msg))` reads the same to the model, prefixed
-    /// `error: `; use whichever fits the code (a `?` on a failure gives the `Err` form).
-    pub fn error(content: impl Into<String>) -> Self {
-        ToolOutput {
-            content: content.into(),
-            is_error: true,
-            ..ToolOutput::default()
-        }
-    }
-
-    /// Attaches the counters of the model calls the tool made (see [`stats`](Self::stats)).
-    pub fn with_stats(mut self, stats: AgentStats) -> Self {
-        self.stats = Some(stats);
-        self
-    }
-
-    /// This output, its logged result marked discardable
-    /// ([`MessageLog::is_discardable`](crate::MessageLog::is_discardable)): a context
-    /// strategy drops or evicts it before anything else.
-    ///
-    /// ```
-    /// use halo_core::ToolOutput;
-    /// assert!(ToolOutput::text("skill body").discardable().discardable);
-    /// ```
-    #[must_use]
-    pub fn discardable(mut self) -> Self {
-        self.discardable = true;
-        self
-    }
-}
-
-impl From<String> for ToolOutput {
-    fn from(s: String) -> Self {
-        ToolOutput::text(s)
-    }
-}
-
-impl From<&str> for ToolOutput {
-    fn from(s: &str) -> Self {
-        ToolOutput::text(s)
-    }
-}
-
-/// Why a tool call failed, split by audience: the model sees `InvalidArguments` and
-/// `Failed` as an error tool result and can try again; `Fatal` ends the run.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ToolError {
-    /// The arguments were wrong in a way the schema could not express.
-    #[error("invalid arguments: {0}")]
-    InvalidArguments(String),
-    /// The tool ran and failed; the message tells the model what happened.
-    #[error("{0}")]
-    Failed(String),
-    /// The run cannot go on (a broken sandbox, a user abort).
-    #[error("fatal tool error: {0}")]
-    Fatal(String),
-}
-
-/// A tool with typed arguments. The parameter schema is derived from `Args` with schemars
-/// 1.x ([`schema_for`]): doc comments on fields become `description`s the model reads.
-///
-/// ```
-/// use halo_core::tool::{Tool, ToolError, ToolOutput};
-/// use schemars::JsonSchema;
-/// use serde::Deserialize;
-///
-/// struct Add;
-/// #[derive(Deserialize, JsonSchema)]
-/// struct AddArgs {
-///     /// The first addend.
-///     a: i64,
-///     /// The second addend.
-///     b: i64,
-/// }
-///
-/// impl Tool for Add {
-///     type Args = AddArgs;
-///     fn name(&self) -> &str { "add" }
-///     fn description(&self) -> &str { "Adds two integers." }
-///     async fn call(&self, args: AddArgs) -> Result<ToolOutput, ToolError> {
-///         Ok(ToolOutput::text((args.a + args.b).to_string()))
-///     }
-/// }
-/// ```
-///
-/// # Which schemars
-///
-/// `Args` must implement schemars **1.x**'s `JsonSchema`. With `schemars = "1"` in your
-/// `Cargo.toml`, derive it as above. If your crate uses schemars 0.8 (or none), the derive
-/// from 0.8 implements a different trait and the `Tool` impl fails with "the trait bound
-/// `…: JsonSchema` is not satisfied"; derive through halo-core's re-export instead, and tell
-/// the derive where schemars is with `#[schemars(crate = ...)]`:
-///
-/// ```
-/// use halo_core::tool::{Tool, ToolError, ToolOutput};
-/// use serde::Deserialize;
-///
-/// #[derive(Deserialize, halo_core::JsonSchema)]
-/// #[schemars(crate = "halo_core::schemars")]
-/// struct EchoArgs {
-///     /// The text to send back.
-///     text: String,
-/// }
-///
-/// struct Echo;
-/// impl Tool for Echo {
-///     type Args = EchoArgs;
-///     fn name(&self) -> &str { "echo" }
-///     fn description(&self) -> &str { "Sends the text back." }
-///     async fn call(&self, args: EchoArgs) -> Result<ToolOutput, ToolError> {
-///         Ok(args.text.into())
-///     }
-/// }
-/// ```
-///
-/// # Why `call` is not `#[async_trait]`
-///
-/// `Tool` is never a trait object: its `Args` type differs from tool to tool, so the
-/// registry holds every tool as an `Arc<dyn DynTool>` ([`DynTool`] is the `#[async_trait]`
-/// one), and the blanket `impl<T: Tool> DynTool for T` boxes each call once. So `call`
-/// returns a plain `impl Future + Send`: a tool author writes `async fn call` with no
-/// attribute on the impl, and the future is not boxed a second time.
-pub trait Tool: Send + Sync + 'static {
-    /// The arguments object: deserialized from the model's JSON and described by its
-    /// schemars 1.x schema (see [Which schemars](Tool#which-schemars)).
-    type Args: DeserializeOwned + JsonSchema + Send;
-
-    /// The tool's name (`[a-zA-Z0-9_-]{1,64}`), stable across runs: it is in the cached prefix.
-    fn name(&self) -> &str;
-
-    /// What the tool does, for the model; stable across runs.
-    fn description(&self) -> &str;
-
-    /// What the tool promises about its effects (default: nothing; see [`ToolAnnotations`]).
-    fn annotations(&self) -> ToolAnnotations {
-        ToolAnnotations::default()
-    }
-
-    /// Runs the tool.
-    ///
-    /// # Errors
-    /// [`ToolError`]: `Failed` and `InvalidArguments` are shown to the model, `Fatal` ends the run.
-    fn call(&self, args: Self::Args) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send;
-}
-
-/// What a tool promises about its effects, in the words of MCP's tool annotations
-/// (<https://modelcontextprotocol.io/specification/2025-06-18/server/tools#tool>:
-/// `readOnlyHint`, `idempotentHint`). They are not part of the prompt and cost no cache miss.
-///
-/// - A **read-only** tool changes nothing, so the agent runs it concurrently with the other
-///   read-only calls of a step (the sandbox's `read`, `ls`, `glob`, `grep`), and runs it
-///   again when a resumed run finds its call without a result.
-/// - An **idempotent** tool may change things, but calling it twice with the same arguments
-///   does what calling it once does: a resumed run runs it again too; it still runs alone.
-///
-/// A call of a tool with neither, interrupted before its result was recorded, is closed with
-/// an error result saying so ([`request::INTERRUPTED`](crate::request::INTERRUPTED)) instead
-/// of being run twice.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ToolAnnotations {
-    /// The tool does not change its environment.
-    pub read_only: bool,
-    /// Repeating a call with the same arguments has no further effect.
-    pub idempotent: bool,
-}
-
-impl ToolAnnotations {
-    /// A tool that changes nothing (so also safe to run again).
-    pub const READ_ONLY: ToolAnnotations = ToolAnnotations {
-        read_only: true,
-        idempotent: true,
-    };
-
-    /// Whether calls may run concurrently with the step's other such calls.
-    pub fn concurrency_safe(&self) -> bool {
-        self.read_only
-    }
-
-    /// Whether an interrupted call may run again on resume.
-    pub fn rerun_safe(&self) -> bool {
-        self.read_only || self.idempotent
-    }
-}
-
-/// The object-safe form of a tool: a spec and a call on JSON arguments, held by the
-/// [`ToolRegistry`] as `Arc<dyn DynTool>`. Every [`Tool`] implements it; implement it
-/// directly, in an impl marked `#[async_trait]` (re-exported as
-/// [`halo_core::async_trait`](crate::async_trait)), for tools known only at runtime (MCP).
-///
-/// ```
-/// use halo_core::{async_trait, DynTool, ToolError, ToolOutput, ToolSpec};
-/// use serde_json::{Value, json};
-///
-/// /// A tool whose name and schema come from configuration.
-/// struct Configured { name: String }
-///
-/// #[async_trait]
-/// impl DynTool for Configured {
-///     fn spec(&self) -> ToolSpec {
-///         ToolSpec::new(&self.name, "Says hello.", json!({"type": "object"}))
-///     }
-///     async fn call_json(&self, _arguments: Value) -> Result<ToolOutput, ToolError> {
-///         Ok(format!("hello from {}", self.name).into())
-///     }
-/// }
-///
-/// # futures::executor::block_on(async {
-/// let tool: std::sync::Arc<dyn DynTool> = std::sync::Arc::new(Configured { name: "hi".into() });
-/// assert_eq!(tool.call_json(json!({})).await.unwrap().content, "hello from hi");
-/// # });
-/// ```
-#[async_trait::async_trait]
-pub trait DynTool: Send + Sync {
-    /// Name, description and parameter schema.
-    fn spec(&self) -> ToolSpec;
-
-    /// What the tool promises about its effects (default: nothing).
-    fn annotations(&self) -> ToolAnnotations {
-        ToolAnnotations::default()
-    }
-
-    /// Runs the tool on arguments already checked against the spec's schema.
-    ///
-    /// # Errors
-    /// [`ToolError`]: `Failed` and `InvalidArguments` are shown to the model, `Fatal` ends
-    /// the run. For a [`Tool`], also `InvalidArguments` when the arguments do not deserialize
-    /// into its `Args`.
-    ///
-    /// # Cancel safety
-    /// Dropping the future abandons the call; what the tool already did (a file written) is
-    /// not undone.
-    async fn call_json(&self, arguments: Value) -> Result<ToolOutput, ToolError>;
-}
-
-/// A set of tools that can change while an agent runs (an MCP server's tools after
-/// `notifications/tools/list_changed`), added with
-/// [`HaloAgentBuilder::tool_source`](crate::HaloAgentBuilder::tool_source).
-///
-/// The agent reads [`tools`](Self::tools) when it is built and again at each step boundary,
-/// before a model call, whenever [`version`](Self::version) differs from the version it last
-/// read: the source's old tools leave the [`StablePrefix`](crate::StablePrefix) and the
-/// registry, the new ones are added after the other tools. So the prefix changes only between
-/// steps, and the [`CacheLedger`](crate::CacheLedger) records the next call as one
-/// `ExpectedMiss`. A version bump whose tool specs are unchanged leaves the prefix as it is.
-///
-/// Both methods are synchronous and cheap (a source keeps its tool list in memory and
-/// updates it in the background); they are called from the agent's run loop.
-///
-/// ```
-/// use std::sync::Arc;
-/// use halo_core::{DynTool, ToolSource};
-///
-/// /// A source whose tools never change.
-/// struct Fixed(Vec<Arc<dyn DynTool>>);
-/// impl ToolSource for Fixed {
-///     fn version(&self) -> u64 { 0 }
-///     fn tools(&self) -> Vec<Arc<dyn DynTool>> { self.0.clone() }
-/// }
-/// let source: Arc<dyn ToolSource> = Arc::new(Fixed(Vec::new()));
-/// assert!(source.tools().is_empty());
-/// ```
-pub trait ToolSource: Send + Sync {
-    /// A number that changes whenever [`tools`](Self::tools) would answer differently.
-    fn version(&self) -> u64;
-
-    /// The source's tools as of [`version`](Self::version). A tool whose name is already
-    /// taken by another tool of the agent is left out (with a `tracing` warning).
-    fn tools(&self) -> Vec<Arc<dyn DynTool>>;
-}
-
-/// The typed-to-erased bridge: deserializes the JSON arguments into `T::Args`, then calls
-/// [`Tool::call`].
-#[async_trait::async_trait]
-impl<T: Tool> DynTool for T {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec::new(self.name(), self.description(), schema_for::<T::Args>())
-    }
-
-    fn annotations(&self) -> ToolAnnotations {
-        Tool::annotations(self)
-    }
-
-    async fn call_json(&self, arguments: Value) -> Result<ToolOutput, ToolError> {
-        let args: T::Args = serde_json::from_value(arguments)
-            .map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
-        self.call(args).await
-    }
-}
-
-/// Arguments of a tool that takes none: `{}`.
-#[derive(Debug, Clone, Default, serde::Deserialize, JsonSchema)]
-pub struct NoArgs {}
-
-/// The JSON Schema of `T` as tools use it: draft 2020-12, subschemas inlined (no `$ref`,
-/// which some providers reject), no `$schema` key.
-pub fn schema_for<T: JsonSchema>() -> Value {
-    let generator = schemars::generate::SchemaSettings::draft2020_12()
-        .with(|s| {
-            s.inline_subschemas = true;
-            s.meta_schema = None;
-        })
-        .into_generator();
-    generator.into_root_schema_for::<T>().to_value()
-}
 
 struct Registered {
     /// `None` for a client-side tool: the caller runs its calls.
@@ -597,36 +254,35 @@ impl ToolRegistry {
             .collect())
     }
 
-    /// Runs a call: checks it, runs the tool, and returns the result the model reads.
+    /// Runs a call: checks it, runs the tool, and returns the result the model reads. No
+    /// hook runs; the context is [`ToolContext::detached`].
     ///
     /// # Errors
-    /// Only [`ToolError::Fatal`], as its message; every other failure is an error result.
+    /// Only [`ToolError::Fatal`](super::ToolError::Fatal), as its message; every other
+    /// failure is an error result.
     pub async fn execute(&self, call: &ToolCall) -> Result<ToolResult, String> {
         match self.check(call) {
-            Ok(args) => self.execute_checked(call, args).await,
+            Ok(args) => {
+                let context = ToolContext::detached(call.clone());
+                Ok(self.execute_checked(call, args, &context).await?.0)
+            }
             Err(msg) => Ok(ToolResult::error(call, msg)),
         }
     }
 
     /// Runs a call with arguments already checked (by [`check`](Self::check) or
-    /// [`validate`](Self::validate)); the tool hooks run between the two.
+    /// [`validate`](Self::validate)), with its context; the tool hooks run between the
+    /// two. Returns the result and the counters the tool reported
+    /// ([`ToolOutput::stats`](super::ToolOutput::stats)).
     ///
     /// # Errors
-    /// Only [`ToolError::Fatal`], as its message; every other failure is an error result.
+    /// Only [`ToolError::Fatal`](super::ToolError::Fatal), as its message; every other
+    /// failure is an error result.
     pub async fn execute_checked(
         &self,
         call: &ToolCall,
         args: Value,
-    ) -> Result<ToolResult, String> {
-        Ok(self.execute_counted(call, args).await?.0)
-    }
-
-    /// [`execute_checked`](Self::execute_checked), with the counters the tool reported
-    /// ([`ToolOutput::stats`]).
-    pub(crate) async fn execute_counted(
-        &self,
-        call: &ToolCall,
-        args: Value,
+        context: &ToolContext,
     ) -> Result<(ToolResult, Option<AgentStats>), String> {
         let Some(tool) = self.tools.get(&call.name).and_then(|r| r.tool.as_ref()) else {
             return Ok((
@@ -644,43 +300,20 @@ impl ToolRegistry {
                 None,
             ));
         };
-        output_result(call, tool.call_json(args).await)
+        output_result(call, tool.call_json(args, context).await)
     }
-}
 
-/// The result the model reads for a tool's answer, and the counters the tool reported
-/// ([`ToolOutput::stats`]).
-///
-/// # Errors
-/// [`ToolError::Fatal`]'s message; every other failure is an error result.
-pub(crate) fn output_result(
-    call: &ToolCall,
-    answer: Result<ToolOutput, ToolError>,
-) -> Result<(ToolResult, Option<AgentStats>), String> {
-    match answer {
-        Ok(out) => Ok((
-            ToolResult {
-                is_error: out.is_error,
-                discardable: out.discardable,
-                ..ToolResult::ok(call, out.content)
-            },
-            out.stats,
-        )),
-        Err(ToolError::Fatal(msg)) => Err(msg),
-        Err(e @ ToolError::InvalidArguments(_)) => Ok((
-            ToolResult::error(
-                call,
-                format!("{e}; call `{}` again with corrected arguments", call.name),
-            ),
-            None,
-        )),
-        Err(e) => Ok((ToolResult::error(call, format!("error: {e}")), None)),
+    /// The executor of the tool `name` (`None` for an unknown or client-side tool).
+    pub(crate) fn executor(&self, name: &str) -> Option<&Arc<dyn DynTool>> {
+        self.tools.get(name).and_then(|r| r.tool.as_ref())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tool::{Tool, ToolError, ToolOutput};
+    use schemars::JsonSchema;
     use serde::Deserialize;
 
     struct Echo;
