@@ -1,7 +1,7 @@
 //! Gemini's `generateContent` API, plain and streaming, with its explicit prompt cache
 //! (`cachedContents`) managed per stable prefix.
 //!
-//! [`GeminiAdapter`] implements [`ModelAdapter`] over the Gemini Developer API
+//! [`GeminiAdapter`] implements [`ModelAdapter`](halo_core::ModelAdapter) over the Gemini Developer API
 //! (<https://ai.google.dev/api/generate-content>): `generate` posts
 //! `/v1beta/models/{model}:generateContent`, `stream` posts
 //! `:streamGenerateContent?alt=sse` and decodes the chunks ([`decode_stream`], over the
@@ -9,7 +9,10 @@
 //! never in the URL, so it cannot leak into a logged URL; it lives in a
 //! [`secrecy::SecretString`] and never appears in `Debug` output, logs or errors (error
 //! texts are redacted for keys of at least
-//! [`MIN_REDACTED_KEY_CHARS`](crate::openai::MIN_REDACTED_KEY_CHARS) characters).
+//! [`MIN_REDACTED_KEY_CHARS`](crate::transport::MIN_REDACTED_KEY_CHARS) characters).
+//! [`GeminiAdapter`] is the crate's one HTTP adapter ([`HttpAdapter`]) over the
+//! [`GenerateContent`] dialect: sending, retries and stream reading live in
+//! [`transport`](crate::transport).
 //!
 //! # Mapping
 //! The stable prefix's system text is `systemInstruction`, its tools one
@@ -84,9 +87,26 @@
 //!
 //! # Errors
 //! `{"error":{"code","message","status","details"}}` bodies map to [`ModelError`] by
-//! status (see [`GeminiAdapter::generate`]); 429 and 5xx are retried through [`backon`],
-//! waiting the `google.rpc.RetryInfo.retryDelay` of the body up to [`MAX_RETRY_DELAY`] (a
-//! longer delay fails at once, the error carrying it).
+//! status; 429 and 5xx are retried through [`backon`], waiting the
+//! `google.rpc.RetryInfo.retryDelay` of the body up to [`MAX_RETRY_DELAY`] (a longer delay
+//! fails at once, the error carrying it):
+//! - HTTP 400 → [`ModelError::InvalidRequest`], with its
+//!   [`InvalidRequestKind`](halo_core::InvalidRequestKind) when the message names one (the
+//!   input token count over the maximum, a missing `thought_signature`, a rejected function
+//!   declaration schema); 401, 403 → [`ModelError::Authentication`]; 404 and other
+//!   statuses → [`ModelError::Http`]; each with the API's `message` and `status`. A
+//!   400/403/404 about the named cached content is first answered by recreating it and
+//!   retrying once.
+//! - HTTP 429 → [`ModelError::RateLimited`], except a per-day quota →
+//!   [`ModelError::InsufficientBalance`]; 500, 502, 503, 504 → [`ModelError::Server`].
+//! - A 2xx body that is not a `GenerateContentResponse`, or has no candidate and no block
+//!   reason → [`ModelError::InvalidResponse`]; a 2xx body holding an `error` →
+//!   [`ModelError::Stream`] (status 200), as in a stream.
+//! - Streaming: the body ending before a chunk with a `finishReason` →
+//!   [`ModelError::Truncated`]; an `{"error": …}` chunk → [`ModelError::Stream`]: status
+//!   200, the error's `status` and `code` kept, retryable for `UNAVAILABLE`,
+//!   `RESOURCE_EXHAUSTED` and other 429/5xx codes, an invalid request (with its kind) for a
+//!   400.
 //!
 //! [`explicit_cache`]: GeminiBuilder::explicit_cache
 //! [`cache_ttl`]: GeminiBuilder::cache_ttl
@@ -116,26 +136,24 @@ mod stream;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use async_trait::async_trait;
 use bytes::Bytes;
-use futures::StreamExt as _;
 use halo_core::{
-    ModelAdapter, ModelCapabilities, ModelError, ModelEventStream, ModelRequest, ModelResponse,
-    ModelStreamEvent, Usage,
+    ModelCapabilities, ModelError, ModelEventStream, ModelRequest, ModelResponse, Usage,
 };
-use reqwest::Method;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderValue};
-use secrecy::{ExposeSecret, SecretString};
+use reqwest::header::HeaderMap;
 
-use crate::http;
+use crate::transport::{ByteStream, Dialect, HttpAdapter, Transport};
 
+pub use crate::transport::{
+    ConfigError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_RETRIES, DEFAULT_RETRY_MIN_DELAY,
+    DEFAULT_TIMEOUT, MAX_RETRY_DELAY,
+};
 pub use config::{
-    Clock, ConfigError, DEFAULT_CACHE_REFRESH_MARGIN, DEFAULT_CACHE_TTL, DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_MAX_RETRIES, DEFAULT_RETRY_MIN_DELAY, DEFAULT_TIMEOUT, GEMINI_API_KEY_VAR,
+    Clock, DEFAULT_CACHE_REFRESH_MARGIN, DEFAULT_CACHE_TTL, GEMINI_API_KEY_VAR,
     GEMINI_BASE_URL_VAR, GEMINI_DEFAULT_BASE_URL, GEMINI_DEFAULT_MODEL, GEMINI_MODEL_VAR,
-    GeminiBuilder, MAX_RETRY_DELAY, min_cacheable_tokens,
+    GeminiBuilder, GeminiSettings, min_cacheable_tokens,
 };
 pub use schema::sanitize_schema;
 pub use stream::decode_stream;
@@ -145,24 +163,20 @@ use config::Endpoints;
 use request::{Prefix, RequestConfig};
 use response::CallIdSource;
 
-/// A Gemini model behind the Gemini Developer API (or a gateway speaking it).
+/// A Gemini model behind the Gemini Developer API (or a gateway speaking it): the HTTP
+/// adapter over the [`GenerateContent`] dialect.
 ///
 /// Build it with [`GeminiAdapter::builder`] or [`GeminiAdapter::from_env`]. It holds the
 /// explicit cache state (see the [module docs](self)), so share one adapter through an
 /// `Arc` (as [`SharedModel`](halo_core::SharedModel) does) rather than building several for
 /// one session.
-pub struct GeminiAdapter {
-    pub(crate) provider: String,
-    pub(crate) model: String,
+pub type GeminiAdapter = HttpAdapter<GenerateContent>;
+
+/// Gemini's `generateContent` dialect (<https://ai.google.dev/api/generate-content>): the
+/// body (naming the prefix's cached content when there is one), answers and chunks read,
+/// errors mapped, and the `cachedContents` lifecycle of the [module docs](self).
+pub struct GenerateContent {
     pub(crate) endpoints: Endpoints,
-    pub(crate) api_key: SecretString,
-    /// Extra headers and `x-goog-api-key` (marked sensitive).
-    pub(crate) headers: HeaderMap,
-    pub(crate) client: reqwest::Client,
-    pub(crate) timeout: Duration,
-    pub(crate) max_retries: u32,
-    pub(crate) retry_min_delay: Duration,
-    pub(crate) first_event_timeout: Option<Duration>,
     pub(crate) explicit_cache: bool,
     pub(crate) cache_ttl: Duration,
     pub(crate) cache_refresh_margin: Duration,
@@ -174,14 +188,10 @@ pub struct GeminiAdapter {
     pub(crate) next_call_id: Arc<AtomicU64>,
 }
 
-impl fmt::Debug for GeminiAdapter {
+impl fmt::Debug for GenerateContent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GeminiAdapter")
-            .field("model", &self.model)
+        f.debug_struct("GenerateContent")
             .field("endpoint", &self.endpoints.generate.as_str())
-            .field("api_key", &"[redacted]")
-            .field("headers", &self.headers.keys().collect::<Vec<_>>())
-            .field("max_retries", &self.max_retries)
             .field("explicit_cache", &self.explicit_cache)
             .field("cache_ttl", &self.cache_ttl)
             .field("min_cacheable_tokens", &self.min_cacheable_tokens)
@@ -190,16 +200,30 @@ impl fmt::Debug for GeminiAdapter {
 }
 
 /// How one call sends its prefix.
-struct Plan {
+pub struct Plan {
     prefix: Prefix,
     key: Option<CacheKey>,
     cache: Option<CacheUse>,
 }
 
-impl GeminiAdapter {
+impl Plan {
+    fn cached(&self) -> Option<&str> {
+        self.cache.as_ref().map(|c| c.name.as_str())
+    }
+}
+
+impl fmt::Debug for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Plan")
+            .field("cached_content", &self.cached())
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpAdapter<GenerateContent> {
     /// A builder with the defaults: model [`GEMINI_DEFAULT_MODEL`], base URL
     /// [`GEMINI_DEFAULT_BASE_URL`], explicit caching on with a one-hour TTL. Set the key
-    /// with [`GeminiBuilder::api_key`] or [`GeminiBuilder::env`].
+    /// with [`api_key`](crate::transport::HttpBuilder::api_key) or [`GeminiBuilder::env`].
     pub fn builder() -> GeminiBuilder {
         GeminiBuilder::default()
     }
@@ -225,12 +249,12 @@ impl GeminiAdapter {
 
     /// The `generateContent` URL requests go to.
     pub fn endpoint(&self) -> &str {
-        self.endpoints.generate.as_str()
+        self.dialect.endpoints.generate.as_str()
     }
 
     /// The prompt size, in tokens, from which the prefix goes into a cached content.
     pub fn min_cacheable_tokens(&self) -> u64 {
-        self.min_cacheable_tokens
+        self.dialect.min_cacheable_tokens
     }
 
     /// The exact `generateContent` body bytes for `request` (compact JSON): with
@@ -246,7 +270,7 @@ impl GeminiAdapter {
         cached_content: Option<&str>,
     ) -> Result<Bytes, ModelError> {
         let prefix = request::prefix(request);
-        self.body_bytes(request, &prefix, cached_content)
+        self.dialect.body_bytes(request, &prefix, cached_content)
     }
 
     /// The exact `POST cachedContents` body bytes the adapter would send for `request`'s
@@ -258,9 +282,9 @@ impl GeminiAdapter {
     pub fn cached_content_body(&self, request: &ModelRequest<'_>) -> Result<Vec<u8>, ModelError> {
         let prefix = request::prefix(request);
         let body = request::CreateCachedContent {
-            model: format!("models/{}", self.model),
+            model: format!("models/{}", self.transport.model()),
             prefix: &prefix,
-            ttl: cache::ttl_string(self.cache_ttl),
+            ttl: cache::ttl_string(self.dialect.cache_ttl),
             display_name: format!("halo {}", request.prefix.fingerprint()),
         };
         serde_json::to_vec(&body)
@@ -276,7 +300,7 @@ impl GeminiAdapter {
     /// The name (`cachedContents/{id}`) of the cached content the adapter currently uses,
     /// if any.
     pub async fn cached_content(&self) -> Option<String> {
-        self.current_cache_name().await
+        self.dialect.current_cache_name().await
     }
 
     /// Deletes the cached content the adapter currently uses (`DELETE /v1beta/{name}`), to
@@ -286,12 +310,18 @@ impl GeminiAdapter {
     /// # Errors
     /// The [`ModelError`] of the `DELETE` (the adapter forgets the object either way).
     pub async fn delete_cached_content(&self) -> Result<Option<String>, ModelError> {
-        match self.take_current().await {
-            Some(name) => self.delete(&name).await.map(|()| Some(name)),
+        match self.dialect.take_current().await {
+            Some(name) => self
+                .dialect
+                .delete(&self.transport, &name)
+                .await
+                .map(|()| Some(name)),
             None => Ok(None),
         }
     }
+}
 
+impl GenerateContent {
     fn request_config(&self) -> RequestConfig {
         RequestConfig {
             thinking_budget: self.thinking_budget,
@@ -311,17 +341,13 @@ impl GeminiAdapter {
             .map_err(|e| ModelError::Other(format!("cannot serialize the request body: {e}")))
     }
 
-    fn secret(&self) -> &str {
-        self.api_key.expose_secret()
-    }
-
     fn ids(&self) -> CallIdSource {
         CallIdSource::new(self.next_call_id.clone())
     }
 
     /// Decides how this call sends its prefix, creating or refreshing the cached content
     /// as the lifecycle requires.
-    async fn plan(&self, request: &ModelRequest<'_>) -> Plan {
+    async fn plan(&self, t: &Transport, request: &ModelRequest<'_>) -> Plan {
         let prefix = request::prefix(request);
         if !self.explicit_cache {
             return Plan {
@@ -338,168 +364,19 @@ impl GeminiAdapter {
                 .and_then(|c| serde_json::to_string(c).ok()),
         };
         if estimate_tokens(&prefix) < self.min_cacheable_tokens {
-            self.release_other_than(&key).await;
+            self.release_other_than(t, &key).await;
             return Plan {
                 prefix,
                 key: Some(key),
                 cache: None,
             };
         }
-        let cache = self.cache_for(&key, &prefix, None).await;
+        let cache = self.cache_for(t, &key, &prefix, None).await;
         Plan {
             prefix,
             key: Some(key),
             cache,
         }
-    }
-
-    /// After the API said `plan`'s cached content is gone: a new one (once), or the full
-    /// prefix when that fails.
-    async fn replan(&self, plan: &mut Plan) {
-        let (Some(key), Some(gone)) = (&plan.key, plan.cache.take()) else {
-            return;
-        };
-        tracing::debug!(provider = %self.provider, name = %gone.name, "the cached content expired or is gone; recreating it once");
-        plan.cache = self.cache_for(key, &plan.prefix, Some(&gone.name)).await;
-    }
-
-    /// One HTTP request. A non-2xx answer is read whole and mapped to its error; a 2xx
-    /// answer is returned with its body unread. `body` is shared, not copied, by each
-    /// attempt.
-    pub(crate) async fn send(
-        &self,
-        method: Method,
-        url: reqwest::Url,
-        body: Option<&Bytes>,
-        accept: &'static str,
-    ) -> Result<reqwest::Response, ModelError> {
-        let mut builder = self
-            .client
-            .request(method.clone(), url.clone())
-            .headers(self.headers.clone())
-            .header(ACCEPT, HeaderValue::from_static(accept));
-        if let Some(body) = body {
-            builder = builder
-                .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-                .body(body.clone());
-        }
-        tracing::debug!(
-            provider = %self.provider,
-            model = %self.model,
-            %method,
-            url = %url,
-            request_bytes = body.map_or(0, Bytes::len),
-            "gemini request"
-        );
-        self.exchange().send(builder).await
-    }
-
-    /// One `generateContent` attempt.
-    async fn generate_once(&self, body: &Bytes) -> Result<ModelResponse, ModelError> {
-        let started = Instant::now();
-        let response = self
-            .send(
-                Method::POST,
-                self.endpoints.generate.clone(),
-                Some(body),
-                "application/json",
-            )
-            .await?;
-        let bytes = self.exchange().body(response).await?;
-        tracing::debug!(
-            provider = %self.provider,
-            response_bytes = bytes.len(),
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "gemini response"
-        );
-        response::parse(&bytes, self.ids(), Some(self.secret()))
-    }
-
-    /// How this adapter's requests are sent and their failures reported.
-    pub(crate) fn exchange(&self) -> http::Exchange<'_> {
-        http::Exchange {
-            provider: &self.provider,
-            what: "gemini",
-            timeout: self.timeout,
-            secret: Some(self.secret()),
-            from_status: error::from_status,
-            retrying: "gemini request",
-            max_retries: self.max_retries,
-            retry_min_delay: self.retry_min_delay,
-        }
-    }
-
-    /// Opens the stream for `body` (with retries, which end at the first byte of a 2xx
-    /// body).
-    async fn open_stream(&self, body: &Bytes) -> Result<reqwest::Response, ModelError> {
-        self.exchange()
-            .with_retries(|| {
-                self.send(
-                    Method::POST,
-                    self.endpoints.stream.clone(),
-                    Some(body),
-                    "text/event-stream",
-                )
-            })
-            .await
-    }
-
-    fn stream_events<'a>(&'a self, request: ModelRequest<'a>) -> ModelEventStream<'a> {
-        Box::pin(async_stream::stream! {
-            let started = Instant::now();
-            let mut plan = self.plan(&request).await;
-            let mut opened = match self.body_bytes(&request, &plan.prefix, plan.cache.as_ref().map(|c| c.name.as_str())) {
-                Ok(body) => self.open_stream(&body).await,
-                Err(e) => Err(e),
-            };
-            if plan.cache.is_some() && opened.as_ref().is_err_and(error::is_cache_gone) {
-                self.replan(&mut plan).await;
-                opened = match self.body_bytes(&request, &plan.prefix, plan.cache.as_ref().map(|c| c.name.as_str())) {
-                    Ok(body) => self.open_stream(&body).await,
-                    Err(e) => Err(e),
-                };
-            }
-            let response = match opened {
-                Ok(r) => r,
-                Err(e) => {
-                    yield Err(e);
-                    return;
-                }
-            };
-            let written = plan.cache.as_ref().and_then(|c| c.created_tokens);
-            let reads = self.exchange().body_stream(response);
-            let mut events = stream::decode(reads, self.ids(), Some(self.secret()));
-            let first = match http::first_event(&mut events, self.first_event_timeout).await {
-                Ok(first) => first,
-                Err(limit) => {
-                    yield Err(ModelError::Transport(format!(
-                        "no stream event within {} ms of the response; retry later or raise first_event_timeout",
-                        limit.as_millis()
-                    )));
-                    return;
-                }
-            };
-            tracing::debug!(
-                provider = %self.provider,
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "gemini stream: first event"
-            );
-            let rest = futures::stream::iter(first).chain(events);
-            futures::pin_mut!(rest);
-            while let Some(event) = rest.next().await {
-                match event {
-                    Ok(ModelStreamEvent::Finish(mut turn)) => {
-                        note_write(&mut turn.usage, written);
-                        yield Ok(ModelStreamEvent::Finish(turn));
-                    }
-                    Ok(event) => yield Ok(event),
-                    Err(e) => {
-                        yield Err(e);
-                        return;
-                    }
-                }
-            }
-        })
     }
 }
 
@@ -521,14 +398,18 @@ pub fn json_with_tools(model: &str) -> bool {
         .is_some_and(|major| major >= 3)
 }
 
-#[async_trait]
-impl ModelAdapter for GeminiAdapter {
-    fn provider(&self) -> &str {
-        &self.provider
-    }
+impl Dialect for GenerateContent {
+    type Call = Plan;
+    const ADAPTER: &'static str = "GeminiAdapter";
+    const NAME: &'static str = "gemini";
 
-    fn model_name(&self) -> &str {
-        &self.model
+    fn from_status(
+        status: u16,
+        headers: &HeaderMap,
+        body: &[u8],
+        secret: Option<&str>,
+    ) -> ModelError {
+        error::from_status(status, headers, body, secret)
     }
 
     /// Native structured output (`generationConfig.responseMimeType: "application/json"`
@@ -537,93 +418,64 @@ impl ModelAdapter for GeminiAdapter {
     /// function declarations, and with them from Gemini 3 on ([`json_with_tools`]; earlier
     /// models answer 400 `Function calling with a response mime type: 'application/json' is
     /// unsupported`); forced calls (`ANY`); `allowedFunctionNames` for active tools.
-    fn capabilities(&self) -> ModelCapabilities {
+    fn capabilities(&self, transport: &Transport) -> ModelCapabilities {
         ModelCapabilities::new()
             .with_native_output(true)
-            .with_native_output_with_tools(json_with_tools(&self.model))
+            .with_native_output_with_tools(json_with_tools(transport.model()))
             .with_forced_tool(true)
             .with_allowed_tools(true)
     }
 
-    /// The model's window from the per-model table ([`crate::window`]); `None` for an id
-    /// it does not know.
-    fn context_window(&self) -> Option<u64> {
-        crate::window::context_window(&self.model)
+    async fn prepare(&self, transport: &Transport, request: &ModelRequest<'_>) -> Plan {
+        self.plan(transport, request).await
     }
 
-    /// Sends one `generateContent` request (naming the prefix's cached content when there
-    /// is one, see the [module docs](self)), retrying retryable failures.
-    ///
-    /// # Errors
-    /// - HTTP 400 → [`ModelError::InvalidRequest`], with its
-    ///   [`InvalidRequestKind`](halo_core::InvalidRequestKind) when the message names one
-    ///   (the input token count over the maximum, a missing `thought_signature`, a rejected
-    ///   function declaration schema); 401, 403 → [`ModelError::Authentication`]; 404 and
-    ///   other statuses → [`ModelError::Http`];
-    ///   each with the API's `message` and `status`. A 400/403/404 about the named cached
-    ///   content is first answered by recreating it and retrying once.
-    /// - HTTP 429 → [`ModelError::RateLimited`], except a per-day quota →
-    ///   [`ModelError::InsufficientBalance`]; 500, 502, 503, 504 → [`ModelError::Server`].
-    ///   Both carry the `RetryInfo` delay and are retried up to `max_retries` times first.
-    /// - No HTTP answer (refused, reset, timed out) → [`ModelError::Transport`] naming the
-    ///   full URL, retried. An error returned after retries says how many were made and
-    ///   over how many milliseconds (`gave up after 2 retries over 3012 ms`).
-    /// - A 2xx body that is not a `GenerateContentResponse`, or has no candidate and no
-    ///   block reason → [`ModelError::InvalidResponse`]; a 2xx body holding an `error` →
-    ///   [`ModelError::Stream`] (status 200), as in a stream.
-    ///
-    /// Messages hold at most [`MAX_EXCERPT_BYTES`](crate::openai::MAX_EXCERPT_BYTES) of the
-    /// provider's error text and never the API key.
-    ///
-    /// # Cancel safety
-    /// Dropping the future abandons the request. A cached content being created when it is
-    /// dropped may be left on the server until its TTL ends.
-    async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
-        let mut plan = self.plan(&request).await;
-        let cached = plan.cache.as_ref().map(|c| c.name.clone());
-        let body = self.body_bytes(&request, &plan.prefix, cached.as_deref())?;
-        let mut result = self
-            .exchange()
-            .with_retries(|| self.generate_once(&body))
-            .await;
-        if plan.cache.is_some() && result.as_ref().is_err_and(error::is_cache_gone) {
-            self.replan(&mut plan).await;
-            let cached = plan.cache.as_ref().map(|c| c.name.clone());
-            let body = self.body_bytes(&request, &plan.prefix, cached.as_deref())?;
-            result = self
-                .exchange()
-                .with_retries(|| self.generate_once(&body))
-                .await;
+    fn url(&self, _: &Plan, stream: bool) -> &reqwest::Url {
+        if stream {
+            &self.endpoints.stream
+        } else {
+            &self.endpoints.generate
         }
-        let mut response = result?;
+    }
+
+    fn body(
+        &self,
+        _: &Transport,
+        request: &ModelRequest<'_>,
+        plan: &Plan,
+        _: bool,
+    ) -> Result<Bytes, ModelError> {
+        self.body_bytes(request, &plan.prefix, plan.cached())
+    }
+
+    fn parse(&self, transport: &Transport, body: &[u8]) -> Result<ModelResponse, ModelError> {
+        response::parse(body, self.ids(), transport.secret())
+    }
+
+    fn decode<'a>(&'a self, transport: &'a Transport, body: ByteStream) -> ModelEventStream<'a> {
+        stream::decode(body, self.ids(), transport.secret())
+    }
+
+    /// The API said the named cached content expired or is gone: a new one (once), or the
+    /// full prefix when that fails.
+    async fn recover(&self, transport: &Transport, plan: &mut Plan, error: &ModelError) -> bool {
+        if plan.cache.is_none() || !error::is_cache_gone(error) {
+            return false;
+        }
+        let (Some(key), Some(gone)) = (&plan.key, plan.cache.take()) else {
+            return false;
+        };
+        tracing::debug!(provider = %transport.provider(), name = %gone.name, "the cached content expired or is gone; recreating it once");
+        plan.cache = self
+            .cache_for(transport, key, &plan.prefix, Some(&gone.name))
+            .await;
+        true
+    }
+
+    fn finish(&self, plan: &Plan, response: &mut ModelResponse) {
         note_write(
             &mut response.usage,
             plan.cache.as_ref().and_then(|c| c.created_tokens),
         );
-        Ok(response)
-    }
-
-    /// Streams one `streamGenerateContent?alt=sse` request: text and reasoning deltas as
-    /// they arrive, each function call whole, then the assembled turn, equal to what
-    /// [`generate`](Self::generate) returns for the same content (see [`decode_stream`]).
-    ///
-    /// Retries (and the one recreate of a gone cached content) follow `generate`'s policy
-    /// but stop at the first byte of a 2xx body: once the stream has begun, a failure is
-    /// returned, never retried behind the caller's back.
-    ///
-    /// # Errors
-    /// - Before the stream: exactly those of [`generate`](Self::generate).
-    /// - The body ending before a chunk with a `finishReason`, or the connection failing
-    ///   mid-body → [`ModelError::Truncated`] (retryable; the agent keeps nothing of it).
-    /// - An `{"error": …}` chunk → [`ModelError::Stream`]: status 200, the error's
-    ///   `status` and `code` kept, retryable for `UNAVAILABLE`, `RESOURCE_EXHAUSTED` and
-    ///   other 429/5xx codes, an invalid request (with its kind) for a 400.
-    /// - No event within [`first_event_timeout`](GeminiBuilder::first_event_timeout) →
-    ///   [`ModelError::Transport`].
-    ///
-    /// # Cancel safety
-    /// Dropping the stream closes the connection; nothing is kept.
-    fn stream<'a>(&'a self, request: ModelRequest<'a>) -> ModelEventStream<'a> {
-        self.stream_events(request)
     }
 }

@@ -7,20 +7,28 @@
 //! [`gemini`] speaks Gemini's `generateContent` API and keeps a `cachedContents` object per prefix.
 //! With the `sim` feature, `sim` serves loopback simulators of the OpenAI, DeepSeek, Anthropic
 //! and Gemini APIs that compute cached tokens by each provider's documented rules.
+//! [`responses`] speaks OpenAI's Responses API, replaying reasoning items verbatim.
+//! [`fallback`] puts an ordered list of adapters behind one model.
+//! Every HTTP adapter is [`transport::HttpAdapter`] over its dialect: one transport
+//! (`docs/adapters.md` says how to add a provider).
 //! [`window`] is the per-model table of context windows every adapter reports.
 
 pub mod anthropic;
+pub mod fallback;
 mod finish;
 pub mod gemini;
-mod http;
 pub mod openai;
+pub mod responses;
 pub mod sse;
 mod strict;
+pub mod transport;
 pub mod window;
 
 #[cfg(feature = "local")]
 pub mod local;
 
+#[cfg(feature = "profiles")]
+pub mod profiles;
 #[cfg(feature = "sim")]
 pub mod sim;
 

@@ -904,6 +904,7 @@ impl<'m> Worker<'m> {
             finish = FinishReason::ToolCalls;
         }
         let response = ModelResponse {
+            id: None,
             message: AssistantMessage {
                 text: parsed.text,
                 reasoning: Vec::new(),
@@ -922,6 +923,7 @@ impl<'m> Worker<'m> {
                     .meta_val_str("general.name")
                     .unwrap_or_else(|_| "local".into()),
             ),
+            provider: None,
         };
         Ok((response, streamer.sent))
     }

@@ -20,15 +20,46 @@
 //! The cache rules per provider live in the submodules, each citing its provider's
 //! documentation.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
 
+/// The methods of the reply script every simulator has (its state holds a [`Harness`] as
+/// `harness`, behind a `lock()`): `push_reply`, `set_reply_script`, `remaining_replies`
+/// and `context_window`. Each simulator writes its own `set_context_window`, whose docs
+/// say which error its provider answers.
+macro_rules! script_methods {
+    () => {
+        /// Appends one reply to the script.
+        pub fn push_reply(&self, reply: $crate::sim::SimReply) {
+            self.lock().harness.push(reply);
+        }
+
+        /// Replaces the script with `replies`, answered in order.
+        pub fn set_reply_script(&self, replies: impl IntoIterator<Item = $crate::sim::SimReply>) {
+            self.lock().harness.set_script(replies);
+        }
+
+        /// Replies not yet used.
+        pub fn remaining_replies(&self) -> usize {
+            self.lock().harness.remaining()
+        }
+
+        /// The context window set with `set_context_window`, in tokens (`None`: no
+        /// limit), to give the agent under test the same window.
+        pub fn context_window(&self) -> Option<u64> {
+            self.lock().harness.window()
+        }
+    };
+}
+
 pub mod anthropic;
+pub mod breakpoints;
 pub mod gemini;
 pub mod openai;
+pub mod responses;
 
 /// The tokenizer every simulator counts with: OpenAI's `o200k_base`.
 use crate::tokens::bpe;
@@ -235,4 +266,63 @@ pub(crate) fn summary_reply(history: Option<&Value>) -> Option<SimReply> {
     Some(SimReply::text(format!(
         "The session so far: {results} tool results were read; the task is under way."
     )))
+}
+
+/// What every simulator keeps besides its cache: the FIFO reply script and the context
+/// window it enforces.
+#[derive(Debug, Default)]
+pub(crate) struct Harness {
+    script: VecDeque<SimReply>,
+    context_window: Option<u64>,
+}
+
+impl Harness {
+    pub(crate) fn push(&mut self, reply: SimReply) {
+        self.script.push_back(reply);
+    }
+
+    pub(crate) fn set_script(&mut self, replies: impl IntoIterator<Item = SimReply>) {
+        self.script = replies.into_iter().collect();
+    }
+
+    pub(crate) fn remaining(&self) -> usize {
+        self.script.len()
+    }
+
+    /// The context window in tokens (`None`: no limit).
+    pub(crate) fn window(&self) -> Option<u64> {
+        self.context_window
+    }
+
+    pub(crate) fn set_window(&mut self, tokens: Option<u64>) {
+        self.context_window = tokens;
+    }
+
+    /// The window, when a request of `tokens` exceeds it.
+    pub(crate) fn exceeded(&self, tokens: u64) -> Option<u64> {
+        self.context_window.filter(|&w| tokens > w)
+    }
+
+    /// The answer to a request whose history (messages or contents, in the provider's
+    /// shape) is `history`: a compaction's summary ([`summary_reply`], which uses no
+    /// scripted reply), else the script's next reply; `None` when the script is exhausted.
+    pub(crate) fn reply(&mut self, history: Option<&Value>) -> Option<SimReply> {
+        summary_reply(history).or_else(|| self.script.pop_front())
+    }
+}
+
+/// `s` split into pieces of about `size` bytes on character boundaries (how the
+/// simulators stream a text or an argument string).
+pub(crate) fn pieces(s: &str, size: usize) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < s.len() {
+        let mut end = (start + size).min(s.len());
+        while !s.is_char_boundary(end) {
+            end += 1;
+        }
+        out.push(&s[start..end]);
+        start = end;
+    }
+    out
 }

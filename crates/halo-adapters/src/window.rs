@@ -14,8 +14,7 @@
 //! smaller documented value: a window that is too small only truncates early, one that is
 //! too large fails the request with the provider's context-window error. Each row says
 //! where its figure comes from; the ones we are not sure of say so. Providers change these
-//! figures: override them per agent (`ContextConfig::with_context_window`, the coder's
-//! `--context-window N`).
+//! figures: override them per agent (`ContextConfig::with_context_window`).
 
 /// One family: an id prefix and its window in tokens. Rows are tried in order, so a longer
 /// prefix comes before a shorter one it extends (`o1-mini` before `o1`).

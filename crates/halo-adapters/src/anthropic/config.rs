@@ -1,19 +1,15 @@
 //! The builder of [`AnthropicAdapter`](super::AnthropicAdapter): key, base URL, model,
-//! default `max_tokens`, cache mode, timeouts and retries.
-
-use std::fmt;
-use std::time::Duration;
+//! default `max_tokens`, cache mode and beta flags, over the shared settings of
+//! [`HttpBuilder`].
 
 use reqwest::header::{HeaderName, HeaderValue};
-use secrecy::{ExposeSecret, SecretString};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::AnthropicAdapter;
 use super::cache::{CacheMode, CacheTtl, min_cacheable_tokens};
-use crate::http;
-use crate::openai::{
-    ConfigError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_RETRIES, DEFAULT_RETRY_MIN_DELAY,
-    DEFAULT_TIMEOUT,
+use super::{AnthropicAdapter, Messages};
+use crate::transport::{
+    ConfigError, HttpAdapter, HttpBuilder, HttpSettings, api_url, check_api_path,
+    check_body_fields, extra_headers, key_header,
 };
 
 /// Anthropic's API base URL; requests go to `{base}/v1/messages`.
@@ -56,7 +52,14 @@ const RESERVED_BODY_FIELDS: &[&str] = &[
 /// Headers the adapter writes itself; [`AnthropicBuilder::header`] refuses them.
 const RESERVED_HEADERS: &[&str] = &["x-api-key", "anthropic-version", "content-type", "accept"];
 
-/// Builds an [`AnthropicAdapter`]. Start from [`AnthropicAdapter::builder`].
+/// Builds an [`AnthropicAdapter`]: the shared settings of [`HttpBuilder`] (key, base URL,
+/// timeouts, retries, headers) and the Messages options below. Start from
+/// [`AnthropicAdapter::builder`].
+///
+/// The base URL gets `/v1/messages` appended, or only `/messages` when it already ends in
+/// `/v1`; default [`ANTHROPIC_DEFAULT_BASE_URL`]. The key is sent as `x-api-key`;
+/// `x-api-key`, `anthropic-version`, `content-type` and `accept` are refused as extra
+/// headers (use [`beta`](Self::beta) for `anthropic-beta`).
 ///
 /// ```
 /// use std::time::Duration;
@@ -76,143 +79,54 @@ const RESERVED_HEADERS: &[&str] = &["x-api-key", "anthropic-version", "content-t
 /// assert_eq!(model.endpoint(), "http://127.0.0.1:8080/v1/messages");
 /// assert_eq!(model.min_cacheable_tokens(), 1024);
 /// ```
-#[must_use]
-pub struct AnthropicBuilder {
-    model: String,
-    base_url: String,
-    api_key: Option<SecretString>,
+pub type AnthropicBuilder = HttpBuilder<MessagesSettings>;
+
+/// The Messages options of an [`AnthropicBuilder`], set through its methods.
+#[derive(Debug, Clone)]
+pub struct MessagesSettings {
     max_tokens: u32,
     cache_mode: CacheMode,
     min_cacheable_tokens: Option<u64>,
-    timeout: Duration,
-    connect_timeout: Duration,
-    max_retries: u32,
-    retry_min_delay: Duration,
-    headers: Vec<(String, SecretString)>,
     betas: Vec<String>,
-    body: Map<String, Value>,
 }
 
-impl fmt::Debug for AnthropicBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnthropicBuilder")
-            .field("model", &self.model)
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
-            .field("max_tokens", &self.max_tokens)
-            .field("cache_mode", &self.cache_mode)
-            .field(
-                "headers",
-                &self.headers.iter().map(|(n, _)| n).collect::<Vec<_>>(),
-            )
-            .field("max_retries", &self.max_retries)
-            .finish_non_exhaustive()
-    }
-}
-
-impl AnthropicBuilder {
+impl HttpBuilder<MessagesSettings> {
     pub(crate) fn new(model: String) -> Self {
-        AnthropicBuilder {
-            model,
-            base_url: ANTHROPIC_DEFAULT_BASE_URL.to_string(),
-            api_key: None,
-            max_tokens: DEFAULT_MAX_TOKENS,
-            cache_mode: CacheMode::default(),
-            min_cacheable_tokens: None,
-            timeout: DEFAULT_TIMEOUT,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            max_retries: DEFAULT_MAX_RETRIES,
-            retry_min_delay: DEFAULT_RETRY_MIN_DELAY,
-            headers: Vec::new(),
-            betas: Vec::new(),
-            body: Map::new(),
-        }
-    }
-
-    /// The API key, sent as `x-api-key`. It is kept in a [`SecretString`]: never printed by
-    /// `Debug`, logged, or put in an error.
-    pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        let key: String = key.into();
-        self.api_key = Some(SecretString::from(key.trim().to_string()));
-        self
-    }
-
-    /// The base URL (proxies, gateways, test fakes); `/v1/messages` is appended, or only
-    /// `/messages` when the URL already ends in `/v1`. Default [`ANTHROPIC_DEFAULT_BASE_URL`].
-    /// A base URL that already ends in `/v1/messages` is refused at [`build`](Self::build).
-    pub fn base_url(mut self, url: impl Into<String>) -> Self {
-        self.base_url = url.into();
-        self
-    }
-
-    /// The model id, sent as `model` (opaque: no list is checked). It also picks the
-    /// minimum cacheable length ([`min_cacheable_tokens`]).
-    pub fn model(mut self, model: impl Into<String>) -> Self {
-        self.model = model.into();
-        self
+        HttpBuilder::with(
+            HttpSettings::new(model, Some(ANTHROPIC_DEFAULT_BASE_URL.to_string())),
+            MessagesSettings {
+                max_tokens: DEFAULT_MAX_TOKENS,
+                cache_mode: CacheMode::default(),
+                min_cacheable_tokens: None,
+                betas: Vec::new(),
+            },
+        )
     }
 
     /// `max_tokens` for requests whose options leave it unset; default
     /// [`DEFAULT_MAX_TOKENS`].
     pub fn max_tokens(mut self, n: u32) -> Self {
-        self.max_tokens = n;
+        self.dialect.max_tokens = n;
         self
     }
 
     /// How the prompt cache is asked for; default [`CacheMode::Breakpoints`] with 5-minute
     /// TTLs.
     pub fn cache_mode(mut self, mode: CacheMode) -> Self {
-        self.cache_mode = mode;
+        self.dialect.cache_mode = mode;
         self
     }
 
     /// Overrides the model's minimum cacheable length in tokens (the per-model table,
     /// [`MIN_CACHEABLE_TOKENS`](super::MIN_CACHEABLE_TOKENS), goes stale as models change).
     pub fn min_cacheable_tokens(mut self, tokens: u64) -> Self {
-        self.min_cacheable_tokens = Some(tokens);
-        self
-    }
-
-    /// The whole-request timeout; default [`DEFAULT_TIMEOUT`].
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// The connect timeout; default [`DEFAULT_CONNECT_TIMEOUT`].
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// Retries after the first attempt for retryable errors (429, 5xx including 529,
-    /// transport); default [`DEFAULT_MAX_RETRIES`]; `0` disables retrying.
-    pub fn max_retries(mut self, n: u32) -> Self {
-        self.max_retries = n;
-        self
-    }
-
-    /// The first backoff delay when the provider gives no `retry-after`; it doubles per
-    /// retry (with jitter) up to [`MAX_RETRY_DELAY`](crate::openai::MAX_RETRY_DELAY).
-    /// Default [`DEFAULT_RETRY_MIN_DELAY`].
-    pub fn retry_min_delay(mut self, delay: Duration) -> Self {
-        self.retry_min_delay = delay;
-        self
-    }
-
-    /// An extra HTTP header on every request (a gateway key). The value is treated as
-    /// secret: `Debug` and errors show only the name. `x-api-key`, `anthropic-version`,
-    /// `content-type` and `accept` are refused at [`build`](Self::build); use
-    /// [`beta`](Self::beta) for `anthropic-beta`.
-    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        let value: String = value.into();
-        self.headers.push((name.into(), SecretString::from(value)));
+        self.dialect.min_cacheable_tokens = Some(tokens);
         self
     }
 
     /// A beta feature flag, joined with the others into one `anthropic-beta` header.
     pub fn beta(mut self, flag: impl Into<String>) -> Self {
-        self.betas.push(flag.into());
+        self.dialect.betas.push(flag.into());
         self
     }
 
@@ -222,7 +136,7 @@ impl AnthropicBuilder {
     /// [`build`](Self::build). Keep them constant within a session: changing `thinking`
     /// invalidates the cached messages.
     pub fn body_field(mut self, name: impl Into<String>, value: Value) -> Self {
-        self.body.insert(name.into(), value);
+        self.http.body.insert(name.into(), value);
         self
     }
 
@@ -244,19 +158,13 @@ impl AnthropicBuilder {
         mut self,
         lookup: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
-        let get = |var: &str| lookup(var).filter(|v| !v.trim().is_empty());
-        let key = get(API_KEY_VAR).ok_or(ConfigError::MissingEnv { var: API_KEY_VAR })?;
-        self = self.api_key(key);
-        if let Some(url) = get(BASE_URL_VAR) {
-            self.base_url = url.trim().to_string();
-        }
+        self.http
+            .read_env(&lookup, Some(API_KEY_VAR), Some(BASE_URL_VAR))?;
         Ok(self)
     }
 
     pub(crate) fn model_from_env(mut self, lookup: &impl Fn(&str) -> Option<String>) -> Self {
-        if let Some(model) = lookup(MODEL_VAR).filter(|m| !m.trim().is_empty()) {
-            self.model = model.trim().to_string();
-        }
+        self.http.read_model(lookup, MODEL_VAR);
         self
     }
 
@@ -268,19 +176,23 @@ impl AnthropicBuilder {
     /// header name), [`ConfigError::ReservedBodyField`], or [`ConfigError::Client`] when the
     /// HTTP client cannot be built.
     pub fn build(self) -> Result<AnthropicAdapter, ConfigError> {
-        let endpoint = endpoint(&self.base_url)?;
-        let api_key = self
-            .api_key
-            .filter(|k| !k.expose_secret().is_empty())
-            .ok_or(ConfigError::MissingApiKey {
-                profile: "anthropic",
-                var: API_KEY_VAR,
-            })?;
-        HeaderValue::from_str(api_key.expose_secret()).map_err(|_| ConfigError::InvalidApiKey)?;
+        let HttpBuilder { http, dialect } = self;
+        let base_url = http.base_url.clone().unwrap_or_default();
+        let endpoint = endpoint(&base_url)?;
+        let key = http.key().ok_or(ConfigError::MissingApiKey {
+            profile: "anthropic",
+            var: API_KEY_VAR,
+        })?;
+        let (key_name, key_value) = key_header(HeaderName::from_static("x-api-key"), "", key)?;
 
-        let mut headers = http::extra_headers(&self.headers, RESERVED_HEADERS)?;
-        let mut betas = self.betas;
-        let uses_one_hour = match self.cache_mode {
+        let mut headers = extra_headers(&http.headers, RESERVED_HEADERS)?;
+        headers.insert(key_name, key_value);
+        headers.insert(
+            HeaderName::from_static("anthropic-version"),
+            HeaderValue::from_static(ANTHROPIC_VERSION),
+        );
+        let mut betas = dialect.betas;
+        let uses_one_hour = match dialect.cache_mode {
             CacheMode::Breakpoints {
                 prefix_ttl,
                 history_ttl,
@@ -300,24 +212,21 @@ impl AnthropicBuilder {
             headers.insert(HeaderName::from_static("anthropic-beta"), value);
         }
 
-        http::check_body_fields(&self.body, RESERVED_BODY_FIELDS)?;
-        let client = http::client(self.timeout, self.connect_timeout)?;
-
-        Ok(AnthropicAdapter {
-            min_cacheable_tokens: self
-                .min_cacheable_tokens
-                .unwrap_or_else(|| min_cacheable_tokens(&self.model)),
-            model: self.model,
-            endpoint,
-            api_key,
-            headers,
-            body: self.body,
-            client,
-            timeout: self.timeout,
-            max_retries: self.max_retries,
-            retry_min_delay: self.retry_min_delay,
-            max_tokens: self.max_tokens,
-            cache_mode: self.cache_mode,
+        check_body_fields(&http.body, RESERVED_BODY_FIELDS)?;
+        let body = http.body.clone();
+        let min_cacheable_tokens = dialect
+            .min_cacheable_tokens
+            .unwrap_or_else(|| min_cacheable_tokens(&http.model));
+        let transport = http.into_transport::<Messages>(super::PROVIDER, headers)?;
+        Ok(HttpAdapter {
+            transport,
+            dialect: Messages {
+                endpoint,
+                body,
+                max_tokens: dialect.max_tokens,
+                cache_mode: dialect.cache_mode,
+                min_cacheable_tokens,
+            },
         })
     }
 }
@@ -325,7 +234,7 @@ impl AnthropicBuilder {
 /// `{base}/v1/messages` (or `{base}/messages` when the base already ends in `/v1`).
 ///
 /// # Errors
-/// [`ConfigError::InvalidBaseUrl`] for a base URL [`http::api_url`] refuses, or one that
+/// [`ConfigError::InvalidBaseUrl`] for a base URL [`api_url`] refuses, or one that
 /// already ends in `/v1/messages`.
 fn endpoint(base: &str) -> Result<reqwest::Url, ConfigError> {
     let trimmed = base.trim().trim_end_matches('/');
@@ -334,8 +243,8 @@ fn endpoint(base: &str) -> Result<reqwest::Url, ConfigError> {
     } else {
         format!("{trimmed}/v1/messages")
     };
-    let url = http::api_url(base, &joined)?;
-    http::check_api_path(base, |path| path.strip_suffix("/v1/messages").map(str::len))?;
+    let url = api_url(base, &joined)?;
+    check_api_path(base, |path| path.strip_suffix("/v1/messages").map(str::len))?;
     Ok(url)
 }
 

@@ -11,8 +11,10 @@ use halo_core::{InvalidRequestKind, ModelError};
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
-use crate::http::{body_excerpt, error_field, redact, retry_after, stream_error, truncate};
 use crate::openai::error::error_value_message;
+use crate::transport::text::{
+    body_excerpt, error_field, redact, retry_after, stream_error, truncate,
+};
 
 /// Maps a non-2xx answer to a typed error.
 ///

@@ -27,9 +27,15 @@
 //!   `signature`; a [`REDACTED_THINKING_PREFIX`] signature as `redacted_thinking`), then its
 //!   text, then one `tool_use` block per call with `input` parsed from the raw argument
 //!   string. Reasoning without a signature (from another provider) cannot be verified by
-//!   Anthropic and is left out. A turn left with only thinking, or with nothing, is not sent:
+//!   Anthropic and is left out, as are OpenAI Responses items kept as reasoning
+//!   ([`is_responses_item`](crate::responses::is_responses_item)). A turn left with only thinking, or with nothing, is not sent:
 //!   the API rejects an assistant message without text or tool use after its thinking, and
 //!   an unsigned or text-less turn carries nothing the model needs.
+//! - [`GenerationOptions::reasoning`](halo_core::GenerationOptions) becomes `thinking:
+//!   {"type": "enabled", "budget_tokens": N}` (a level's budget from
+//!   [`ReasoningEffort::budget_tokens`](halo_core::ReasoningEffort::budget_tokens), at least
+//!   [`MIN_THINKING_BUDGET`]), with `max_tokens` raised above the budget when needed; a
+//!   `thinking` body field wins.
 //! - Arguments that are not a JSON object (a model's broken JSON) are sent as
 //!   `{"_raw_arguments": "<the string>"}` so nothing is lost and the API accepts the turn.
 //!
@@ -88,6 +94,9 @@ pub(crate) struct MessagesRequest<'a> {
     stop_sequences: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     output_config: Option<Value>,
+    /// Extended thinking from [`GenerationOptions::reasoning`](halo_core::GenerationOptions).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking: Option<Value>,
     /// Automatic caching.
     #[serde(skip_serializing_if = "Option::is_none")]
     cache_control: Option<CacheControl>,
@@ -303,9 +312,14 @@ pub(crate) fn build<'a>(
             Message::Assistant(a) => {
                 last_calls = &a.tool_calls;
                 let mut blocks: Vec<Block<'a>> = Vec::new();
-                // Unsigned reasoning (another provider's) is left out.
+                // Unsigned reasoning (another provider's) is left out, and so are the
+                // Responses API's items (their signature is not Anthropic's).
                 for r in &a.reasoning {
-                    let Some(sig) = r.signature.as_deref() else {
+                    let Some(sig) = r
+                        .signature
+                        .as_deref()
+                        .filter(|s| !crate::responses::is_responses_item(s))
+                    else {
                         continue;
                     };
                     blocks.push(match sig.strip_prefix(REDACTED_THINKING_PREFIX) {
@@ -421,9 +435,24 @@ pub(crate) fn build<'a>(
         }
     };
 
+    // The portable reasoning setting as extended thinking, unless a `thinking` body field
+    // (the provider's own value) is set. `max_tokens` must exceed the budget: it is raised
+    // to the budget plus the usual limit when it would not.
+    let mut max_tokens = options.max_tokens.unwrap_or(cfg.max_tokens);
+    let thinking = match options.reasoning {
+        Some(effort) if !cfg.extra.contains_key("thinking") => {
+            let budget = effort.budget_tokens().max(MIN_THINKING_BUDGET);
+            if max_tokens <= budget {
+                max_tokens = budget.saturating_add(cfg.max_tokens);
+            }
+            Some(json!({"type": "enabled", "budget_tokens": budget}))
+        }
+        _ => None,
+    };
+
     Ok(MessagesRequest {
         model: cfg.model,
-        max_tokens: options.max_tokens.unwrap_or(cfg.max_tokens),
+        max_tokens,
         tools,
         tool_choice,
         system,
@@ -431,11 +460,16 @@ pub(crate) fn build<'a>(
         temperature: options.temperature,
         stop_sequences: &options.stop,
         output_config,
+        thinking,
         cache_control,
         stream: stream.then_some(true),
         extra: cfg.extra,
     })
 }
+
+/// The smallest `thinking.budget_tokens` Anthropic accepts
+/// (<https://platform.claude.com/docs/en/build-with-claude/extended-thinking>).
+pub const MIN_THINKING_BUDGET: u32 = 1024;
 
 fn text_block(text: Cow<'_, str>) -> Block<'_> {
     Block::Text {

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::request::REDACTED_THINKING_PREFIX;
-use crate::http::{body_excerpt, redact, truncate};
+use crate::transport::text::{body_excerpt, redact, truncate};
 
 /// A `message` object. Every field is optional so that gateways that leave some out still
 /// parse.
@@ -21,6 +21,7 @@ use crate::http::{body_excerpt, redact, truncate};
 struct WireMessage {
     #[serde(rename = "type")]
     kind: Option<String>,
+    id: Option<String>,
     model: Option<String>,
     content: Vec<Value>,
     stop_reason: Option<String>,
@@ -187,6 +188,7 @@ pub(crate) fn parse(body: &[u8], secret: Option<&str>) -> Result<ModelResponse, 
     }
     let finish_reason = finish_reason(message.stop_reason.as_deref(), &mut tool_calls);
     Ok(ModelResponse {
+        id: message.id.filter(|id| !id.is_empty()),
         message: AssistantMessage {
             text,
             reasoning,
@@ -195,6 +197,7 @@ pub(crate) fn parse(body: &[u8], secret: Option<&str>) -> Result<ModelResponse, 
         finish_reason,
         usage: message.usage.map(WireUsage::normalize).unwrap_or_default(),
         model: message.model,
+        provider: None,
     })
 }
 

@@ -37,8 +37,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::response::{WireUsage, finish_reason, redacted_reasoning, refusal_error};
-use crate::http::body_excerpt;
 use crate::sse::{self, SseEvent};
+use crate::transport::text::body_excerpt;
 
 /// One event's data: only what Halo reads.
 #[derive(Debug, Default, Deserialize)]
@@ -56,6 +56,7 @@ struct EventData {
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct StartMessage {
+    id: Option<String>,
     model: Option<String>,
     usage: Option<WireUsage>,
 }
@@ -108,6 +109,7 @@ pub(crate) struct Assembler {
     calls: Vec<PendingCall>,
     usage: WireUsage,
     stop_reason: Option<String>,
+    id: Option<String>,
     model: Option<String>,
     done: bool,
     secret: Option<String>,
@@ -274,7 +276,7 @@ impl sse::Assemble for Assembler {
             return Err(super::error::in_stream(data, secret));
         }
         let parsed: EventData = serde_json::from_str(data).map_err(|e| {
-            ModelError::InvalidResponse(crate::http::redact(
+            ModelError::InvalidResponse(crate::transport::text::redact(
                 format!(
                     "a stream event is not a Messages event ({e}): {}",
                     body_excerpt(data.as_bytes())
@@ -288,6 +290,9 @@ impl sse::Assemble for Assembler {
                 if let Some(message) = parsed.message {
                     if self.model.is_none() {
                         self.model = message.model.filter(|m| !m.is_empty());
+                    }
+                    if self.id.is_none() {
+                        self.id = message.id.filter(|id| !id.is_empty());
                     }
                     if let Some(usage) = message.usage {
                         self.usage.merge(usage);
@@ -354,6 +359,7 @@ impl sse::Assemble for Assembler {
             .collect();
         let finish_reason = finish_reason(self.stop_reason.as_deref(), &mut tool_calls);
         Ok(ModelResponse {
+            id: self.id,
             message: AssistantMessage {
                 text: self.text,
                 reasoning,
@@ -362,6 +368,7 @@ impl sse::Assemble for Assembler {
             finish_reason,
             usage: self.usage.normalize(),
             model: self.model,
+            provider: None,
         })
     }
 }

@@ -21,9 +21,10 @@ use halo_core::{Fingerprint, ModelError};
 use reqwest::Method;
 use serde::Deserialize;
 
-use super::GeminiAdapter;
+use super::GenerateContent;
 use super::error::is_too_small;
 use super::request::{CreateCachedContent, Prefix};
+use crate::transport::Transport;
 
 /// How many prefixes refused as too small are remembered (so their create is not tried
 /// on every call).
@@ -91,7 +92,7 @@ pub(crate) fn ttl_string(ttl: Duration) -> String {
     format!("{}s", ttl.as_secs().max(1))
 }
 
-impl GeminiAdapter {
+impl GenerateContent {
     /// The cached content a call with `key` should name, creating, refreshing or replacing
     /// the object as needed; `None` when the call should carry its prefix in full (the API
     /// refused the prefix as too small, or creating failed).
@@ -100,6 +101,7 @@ impl GeminiAdapter {
     /// is still the current one, it is forgotten and a new one is created.
     pub(crate) async fn cache_for(
         &self,
+        t: &Transport,
         key: &CacheKey,
         prefix: &Prefix,
         gone: Option<&str>,
@@ -112,7 +114,7 @@ impl GeminiAdapter {
         }
         if state.too_small.contains(key) {
             drop(state);
-            self.release_other_than(key).await;
+            self.release_other_than(t, key).await;
             return None;
         }
         let now = (self.clock)();
@@ -126,7 +128,7 @@ impl GeminiAdapter {
                     created_tokens: None,
                 });
             }
-            match self.refresh(&entry.name).await {
+            match self.refresh(t, &entry.name).await {
                 Ok(expires_at) => {
                     entry.expires_at = expires_at;
                     return Some(CacheUse {
@@ -135,12 +137,12 @@ impl GeminiAdapter {
                     });
                 }
                 Err(e) if matches!(e.status(), Some(403 | 404)) => {
-                    tracing::debug!(provider = %self.provider, name = %entry.name, error = %e, "cached content is gone; creating a new one");
+                    tracing::debug!(provider = %t.provider(), name = %entry.name, error = %e, "cached content is gone; creating a new one");
                     state.current = None;
                 }
                 Err(e) => {
                     // Still valid for `left`: use it, and try the refresh again next call.
-                    tracing::warn!(provider = %self.provider, name = %entry.name, error = %e, "refreshing the cached content's TTL failed");
+                    tracing::warn!(provider = %t.provider(), name = %entry.name, error = %e, "refreshing the cached content's TTL failed");
                     return Some(CacheUse {
                         name: entry.name.clone(),
                         created_tokens: None,
@@ -154,9 +156,9 @@ impl GeminiAdapter {
             .current
             .take()
             .filter(|e| e.key != *key && now < e.expires_at);
-        let created = self.create(key, prefix).await;
+        let created = self.create(t, key, prefix).await;
         if let Some(old) = old {
-            self.delete_best_effort(&old.name).await;
+            self.delete_best_effort(t, &old.name).await;
         }
         match created {
             Ok((name, created_tokens, expires_at)) => {
@@ -171,7 +173,7 @@ impl GeminiAdapter {
                 })
             }
             Err(e) if is_too_small(&e) => {
-                tracing::debug!(provider = %self.provider, error = %e, "the prefix is below the model's cache minimum; sending it in full");
+                tracing::debug!(provider = %t.provider(), error = %e, "the prefix is below the model's cache minimum; sending it in full");
                 if state.too_small.len() >= TOO_SMALL_MEMORY {
                     state.too_small.remove(0);
                 }
@@ -179,7 +181,7 @@ impl GeminiAdapter {
                 None
             }
             Err(e) => {
-                tracing::warn!(provider = %self.provider, error = %e, "creating the cached content failed; sending the prefix in full");
+                tracing::warn!(provider = %t.provider(), error = %e, "creating the cached content failed; sending the prefix in full");
                 None
             }
         }
@@ -187,12 +189,12 @@ impl GeminiAdapter {
 
     /// Deletes the current cached content when it belongs to another prefix (the
     /// fingerprint changed to one that is not cached explicitly).
-    pub(crate) async fn release_other_than(&self, key: &CacheKey) {
+    pub(crate) async fn release_other_than(&self, t: &Transport, key: &CacheKey) {
         let mut state = self.cache.lock().await;
         if let Some(old) = state.current.take_if(|e| e.key != *key) {
             let now = (self.clock)();
             if now < old.expires_at {
-                self.delete_best_effort(&old.name).await;
+                self.delete_best_effort(t, &old.name).await;
             }
         }
     }
@@ -201,11 +203,12 @@ impl GeminiAdapter {
     /// expiry on the adapter's clock.
     async fn create(
         &self,
+        t: &Transport,
         key: &CacheKey,
         prefix: &Prefix,
     ) -> Result<(String, Option<u64>, SystemTime), ModelError> {
         let body = CreateCachedContent {
-            model: format!("models/{}", self.model),
+            model: format!("models/{}", t.model()),
             prefix,
             ttl: ttl_string(self.cache_ttl),
             // Names the prefix in the console's list of caches.
@@ -215,15 +218,15 @@ impl GeminiAdapter {
             .map(Bytes::from)
             .map_err(|e| ModelError::Other(format!("cannot serialize the cache body: {e}")))?;
         let sent_at = (self.clock)();
-        let response = self
+        let response = t
             .send(
                 Method::POST,
-                self.endpoints.cached_contents.clone(),
+                &self.endpoints.cached_contents,
                 Some(&body),
                 "application/json",
             )
             .await?;
-        let bytes = self.exchange().body(response).await?;
+        let bytes = t.read(response).await?;
         let answer: CachedContentAnswer = serde_json::from_slice(&bytes).map_err(|e| {
             ModelError::InvalidResponse(format!("the cachedContents answer is not JSON: {e}"))
         })?;
@@ -232,7 +235,7 @@ impl GeminiAdapter {
                 "the cachedContents answer has no `cachedContents/{id}` name".into(),
             )
         })?;
-        tracing::debug!(provider = %self.provider, name = %name, "created cached content");
+        tracing::debug!(provider = %t.provider(), name = %name, "created cached content");
         Ok((
             name,
             answer.usage_metadata.and_then(|u| u.total_token_count),
@@ -241,35 +244,35 @@ impl GeminiAdapter {
     }
 
     /// `PATCH {name}?updateMask=ttl`: the new expiry.
-    async fn refresh(&self, name: &str) -> Result<SystemTime, ModelError> {
+    async fn refresh(&self, t: &Transport, name: &str) -> Result<SystemTime, ModelError> {
         let mut url = self.endpoints.resource(name);
         url.set_query(Some("updateMask=ttl"));
         let body =
             Bytes::from(serde_json::json!({ "ttl": ttl_string(self.cache_ttl) }).to_string());
         let sent_at = (self.clock)();
-        self.send(Method::PATCH, url, Some(&body), "application/json")
+        t.send(Method::PATCH, &url, Some(&body), "application/json")
             .await?;
-        tracing::debug!(provider = %self.provider, name = %name, "refreshed the cached content's TTL");
+        tracing::debug!(provider = %t.provider(), name = %name, "refreshed the cached content's TTL");
         Ok(sent_at + self.cache_ttl)
     }
 
     /// `DELETE {name}`, logging a failure instead of returning it: the object expires on
     /// its own at the end of its TTL.
-    async fn delete_best_effort(&self, name: &str) {
-        match self.delete(name).await {
+    async fn delete_best_effort(&self, t: &Transport, name: &str) {
+        match self.delete(t, name).await {
             Ok(()) => {
-                tracing::debug!(provider = %self.provider, name = %name, "deleted the old cached content");
+                tracing::debug!(provider = %t.provider(), name = %name, "deleted the old cached content");
             }
             Err(e) => {
-                tracing::warn!(provider = %self.provider, name = %name, error = %e, "deleting the old cached content failed; it expires at the end of its TTL");
+                tracing::warn!(provider = %t.provider(), name = %name, error = %e, "deleting the old cached content failed; it expires at the end of its TTL");
             }
         }
     }
 
-    pub(crate) async fn delete(&self, name: &str) -> Result<(), ModelError> {
-        self.send(
+    pub(crate) async fn delete(&self, t: &Transport, name: &str) -> Result<(), ModelError> {
+        t.send(
             Method::DELETE,
-            self.endpoints.resource(name),
+            &self.endpoints.resource(name),
             None,
             "application/json",
         )
@@ -277,7 +280,7 @@ impl GeminiAdapter {
         .map(drop)
     }
 
-    /// The current cache entry's name (for [`GeminiAdapter::cached_content`]).
+    /// The current cache entry's name (for [`GeminiAdapter::cached_content`](super::GeminiAdapter::cached_content)).
     pub(crate) async fn current_cache_name(&self) -> Option<String> {
         self.cache
             .lock()

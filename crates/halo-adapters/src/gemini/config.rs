@@ -1,24 +1,21 @@
 //! The builder of [`GeminiAdapter`](super::GeminiAdapter), its defaults, and the per-model
 //! table of minimum cacheable lengths.
 //!
-//! Configuration errors are the crate's one [`ConfigError`] (shared with the
-//! OpenAI-compatible adapter), so callers that pick a provider at run time handle one type.
+//! Configuration errors are the crate's one [`ConfigError`] (shared by every HTTP
+//! adapter), so callers that pick a provider at run time handle one type.
 
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use reqwest::header::HeaderValue;
-use secrecy::{ExposeSecret, SecretString};
+use reqwest::header::HeaderName;
 
-pub use crate::openai::{
-    ConfigError, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_RETRIES, DEFAULT_RETRY_MIN_DELAY,
-    DEFAULT_TIMEOUT, MAX_RETRY_DELAY,
-};
-
-use super::GeminiAdapter;
 use super::cache::CacheState;
-use crate::http;
+use super::{GeminiAdapter, GenerateContent};
+use crate::transport::{
+    ConfigError, HttpAdapter, HttpBuilder, HttpSettings, api_url, check_api_path, extra_headers,
+    key_header,
+};
 
 /// The Gemini Developer API's base URL (<https://ai.google.dev/api>); `/v1beta` is appended.
 pub const GEMINI_DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
@@ -73,7 +70,16 @@ pub fn min_cacheable_tokens(model: &str) -> u64 {
 /// [`SystemTime::now`]; tests give a clock they can advance (the Gemini simulator's).
 pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 
-/// Builds a [`GeminiAdapter`]. Start from [`GeminiAdapter::builder`].
+/// Builds a [`GeminiAdapter`]: the shared settings of [`HttpBuilder`] (key, base URL,
+/// timeouts, retries, headers) and the Gemini options below. Start from
+/// [`GeminiAdapter::builder`].
+///
+/// The model id (a leading `models/` is accepted and dropped) goes into the request URL as
+/// given: it is not checked against a list, and an unknown one answers 404. The base URL
+/// gets `/v1beta/...` appended unless it already ends in `/v1beta`; default
+/// [`GEMINI_DEFAULT_BASE_URL`]; one that already has the `/models/...` part is refused at
+/// [`build`](Self::build). The key goes in the `x-goog-api-key` header, never in the URL,
+/// so it cannot leak into logged URLs.
 ///
 /// ```
 /// use std::time::Duration;
@@ -89,145 +95,58 @@ pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 ///     .unwrap();
 /// assert_eq!(halo_core::ModelAdapter::model_name(&model), "gemini-2.5-pro");
 /// ```
-#[must_use]
-pub struct GeminiBuilder {
-    pub(crate) model: String,
-    pub(crate) base_url: String,
-    pub(crate) api_key: Option<SecretString>,
-    pub(crate) timeout: Duration,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) max_retries: u32,
-    pub(crate) retry_min_delay: Duration,
-    pub(crate) headers: Vec<(String, SecretString)>,
-    pub(crate) explicit_cache: bool,
-    pub(crate) cache_ttl: Duration,
-    pub(crate) cache_refresh_margin: Duration,
-    pub(crate) min_cacheable_tokens: Option<u64>,
-    pub(crate) thinking_budget: Option<i64>,
-    pub(crate) include_thoughts: bool,
-    pub(crate) provider_name: Option<String>,
-    pub(crate) first_event_timeout: Option<Duration>,
-    pub(crate) clock: Option<Clock>,
+pub type GeminiBuilder = HttpBuilder<GeminiSettings>;
+
+/// The Gemini options of a [`GeminiBuilder`], set through its methods.
+pub struct GeminiSettings {
+    explicit_cache: bool,
+    cache_ttl: Duration,
+    cache_refresh_margin: Duration,
+    min_cacheable_tokens: Option<u64>,
+    thinking_budget: Option<i64>,
+    include_thoughts: bool,
+    clock: Option<Clock>,
 }
 
-impl fmt::Debug for GeminiBuilder {
+impl fmt::Debug for GeminiSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("GeminiBuilder")
-            .field("model", &self.model)
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
-            .field(
-                "headers",
-                &self.headers.iter().map(|(n, _)| n).collect::<Vec<_>>(),
-            )
-            .field("max_retries", &self.max_retries)
+        f.debug_struct("GeminiSettings")
             .field("explicit_cache", &self.explicit_cache)
             .field("cache_ttl", &self.cache_ttl)
+            .field("cache_refresh_margin", &self.cache_refresh_margin)
+            .field("min_cacheable_tokens", &self.min_cacheable_tokens)
+            .field("thinking_budget", &self.thinking_budget)
+            .field("include_thoughts", &self.include_thoughts)
             .finish_non_exhaustive()
     }
 }
 
-impl Default for GeminiBuilder {
+impl Default for HttpBuilder<GeminiSettings> {
     fn default() -> Self {
-        GeminiBuilder {
-            model: GEMINI_DEFAULT_MODEL.to_string(),
-            base_url: GEMINI_DEFAULT_BASE_URL.to_string(),
-            api_key: None,
-            timeout: DEFAULT_TIMEOUT,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            max_retries: DEFAULT_MAX_RETRIES,
-            retry_min_delay: DEFAULT_RETRY_MIN_DELAY,
-            headers: Vec::new(),
-            explicit_cache: true,
-            cache_ttl: DEFAULT_CACHE_TTL,
-            cache_refresh_margin: DEFAULT_CACHE_REFRESH_MARGIN,
-            min_cacheable_tokens: None,
-            thinking_budget: None,
-            include_thoughts: false,
-            provider_name: None,
-            first_event_timeout: None,
-            clock: None,
-        }
+        HttpBuilder::with(
+            HttpSettings::new(
+                GEMINI_DEFAULT_MODEL.to_string(),
+                Some(GEMINI_DEFAULT_BASE_URL.to_string()),
+            ),
+            GeminiSettings {
+                explicit_cache: true,
+                cache_ttl: DEFAULT_CACHE_TTL,
+                cache_refresh_margin: DEFAULT_CACHE_REFRESH_MARGIN,
+                min_cacheable_tokens: None,
+                thinking_budget: None,
+                include_thoughts: false,
+                clock: None,
+            },
+        )
     }
 }
 
-impl GeminiBuilder {
-    /// The model id, such as `gemini-2.5-flash` (a leading `models/` is accepted and
-    /// dropped); default [`GEMINI_DEFAULT_MODEL`]. The id is not checked against a list of
-    /// models: it goes into the request URL as given, and an unknown one answers 404.
-    pub fn model(mut self, model: impl Into<String>) -> Self {
-        let model: String = model.into();
-        let model = model.trim();
-        self.model = model.strip_prefix("models/").unwrap_or(model).to_string();
-        self
-    }
-
-    /// The base URL requests go to (proxies, gateways, test fakes); `/v1beta/...` is
-    /// appended unless the URL already ends in `/v1beta`. Default
-    /// [`GEMINI_DEFAULT_BASE_URL`]. A base URL that already has the `/models/...` part (the
-    /// adapter appends `/models/{model}:generateContent` for the [`model`](Self::model)) is
-    /// refused at [`build`](Self::build).
-    pub fn base_url(mut self, url: impl Into<String>) -> Self {
-        self.base_url = url.into();
-        self
-    }
-
-    /// The API key, sent as the `x-goog-api-key` header (never in the URL, so it cannot
-    /// leak into logged URLs). It is kept in a [`SecretString`]: never printed by `Debug`,
-    /// logged, or put in an error.
-    pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        let key: String = key.into();
-        self.api_key = Some(SecretString::from(key.trim().to_string()));
-        self
-    }
-
-    /// The whole-request timeout; default [`DEFAULT_TIMEOUT`].
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// The connect timeout; default [`DEFAULT_CONNECT_TIMEOUT`].
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// Streaming only: the longest wait from the response headers to the stream's first
-    /// event. Default: none (only the whole-request timeout applies). When it expires the
-    /// stream ends with [`ModelError::Transport`](halo_core::ModelError), which is retryable.
-    pub fn first_event_timeout(mut self, timeout: Duration) -> Self {
-        self.first_event_timeout = Some(timeout);
-        self
-    }
-
-    /// Retries after the first attempt for retryable errors (429, 5xx, transport);
-    /// default [`DEFAULT_MAX_RETRIES`]; `0` disables retrying.
-    pub fn max_retries(mut self, n: u32) -> Self {
-        self.max_retries = n;
-        self
-    }
-
-    /// The first backoff delay when the error body carries no `RetryInfo`; it doubles per
-    /// retry (with jitter) up to [`MAX_RETRY_DELAY`]. Default [`DEFAULT_RETRY_MIN_DELAY`].
-    pub fn retry_min_delay(mut self, delay: Duration) -> Self {
-        self.retry_min_delay = delay;
-        self
-    }
-
-    /// An extra HTTP header on every request (a gateway key). The value is treated as
-    /// secret: `Debug` and errors show only the name.
-    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        let value: String = value.into();
-        self.headers.push((name.into(), SecretString::from(value)));
-        self
-    }
-
+impl HttpBuilder<GeminiSettings> {
     /// Whether the adapter keeps the stable prefix in an explicit `cachedContents` object
     /// once it reaches the model's minimum (see the module docs); on by default. Off, every
     /// request carries the whole prefix and relies on Gemini's implicit caching.
     pub fn explicit_cache(mut self, on: bool) -> Self {
-        self.explicit_cache = on;
+        self.dialect.explicit_cache = on;
         self
     }
 
@@ -235,7 +154,7 @@ impl GeminiBuilder {
     /// [`DEFAULT_CACHE_TTL`]. Sent in whole seconds (at least one). Explicit caches pay
     /// storage per token-hour, so a shorter TTL costs less for sessions with long pauses.
     pub fn cache_ttl(mut self, ttl: Duration) -> Self {
-        self.cache_ttl = ttl.max(Duration::from_secs(1));
+        self.dialect.cache_ttl = ttl.max(Duration::from_secs(1));
         self
     }
 
@@ -243,41 +162,35 @@ impl GeminiBuilder {
     /// left before it expires; default [`DEFAULT_CACHE_REFRESH_MARGIN`], capped at half the
     /// TTL.
     pub fn cache_refresh_margin(mut self, margin: Duration) -> Self {
-        self.cache_refresh_margin = margin;
+        self.dialect.cache_refresh_margin = margin;
         self
     }
 
     /// The prompt size, in tokens, from which the prefix goes into a `cachedContents`
     /// object; default [`min_cacheable_tokens`] of the model.
     pub fn min_cacheable_tokens(mut self, tokens: u64) -> Self {
-        self.min_cacheable_tokens = Some(tokens);
+        self.dialect.min_cacheable_tokens = Some(tokens);
         self
     }
 
     /// `generationConfig.thinkingConfig.thinkingBudget` in tokens (`0` turns thinking off
     /// on 2.5 Flash, `-1` lets the model decide); not sent by default.
     pub fn thinking_budget(mut self, tokens: i64) -> Self {
-        self.thinking_budget = Some(tokens);
+        self.dialect.thinking_budget = Some(tokens);
         self
     }
 
     /// `generationConfig.thinkingConfig.includeThoughts`: ask for thought summaries, which
     /// arrive as reasoning. Off by default.
     pub fn include_thoughts(mut self, on: bool) -> Self {
-        self.include_thoughts = on;
-        self
-    }
-
-    /// The provider name for tracing; default `gemini`.
-    pub fn provider_name(mut self, name: impl Into<String>) -> Self {
-        self.provider_name = Some(name.into());
+        self.dialect.include_thoughts = on;
         self
     }
 
     /// The clock cache expiry is measured with; default [`SystemTime::now`]. A test gives
     /// one it can advance, together with the simulator's.
     pub fn clock(mut self, clock: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
-        self.clock = Some(Arc::new(clock));
+        self.dialect.clock = Some(Arc::new(clock));
         self
     }
 
@@ -295,19 +208,14 @@ impl GeminiBuilder {
     ///
     /// # Errors
     /// [`ConfigError::MissingEnv`] when `GEMINI_API_KEY` is unset or empty.
-    pub fn env_from(self, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let get = |var: &str| lookup(var).filter(|v| !v.trim().is_empty());
-        let key = get(GEMINI_API_KEY_VAR).ok_or(ConfigError::MissingEnv {
-            var: GEMINI_API_KEY_VAR,
-        })?;
-        let mut this = self.api_key(key);
-        if let Some(url) = get(GEMINI_BASE_URL_VAR) {
-            this.base_url = url.trim().to_string();
-        }
-        if let Some(model) = get(GEMINI_MODEL_VAR) {
-            this = this.model(model);
-        }
-        Ok(this)
+    pub fn env_from(
+        mut self,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        self.http
+            .read_env(&lookup, Some(GEMINI_API_KEY_VAR), Some(GEMINI_BASE_URL_VAR))?;
+        self.http.read_model(&lookup, GEMINI_MODEL_VAR);
+        Ok(self)
     }
 
     /// Builds the adapter.
@@ -316,47 +224,39 @@ impl GeminiBuilder {
     /// [`ConfigError`] for a missing API key, an invalid base URL or model id, a key or
     /// header that HTTP cannot carry, or an HTTP client that cannot be built.
     pub fn build(self) -> Result<GeminiAdapter, ConfigError> {
-        let api_key = self
-            .api_key
-            .filter(|k| !k.expose_secret().is_empty())
-            .ok_or(ConfigError::MissingApiKey {
-                profile: "gemini",
-                var: GEMINI_API_KEY_VAR,
-            })?;
-        let mut key_header = HeaderValue::from_str(api_key.expose_secret())
-            .map_err(|_| ConfigError::InvalidApiKey)?;
-        key_header.set_sensitive(true);
+        let HttpBuilder { mut http, dialect } = self;
+        let key = http.key().ok_or(ConfigError::MissingApiKey {
+            profile: "gemini",
+            var: GEMINI_API_KEY_VAR,
+        })?;
+        let (key_name, key_value) = key_header(HeaderName::from_static("x-goog-api-key"), "", key)?;
+        let model = http.model.trim();
+        http.model = model.strip_prefix("models/").unwrap_or(model).to_string();
 
-        let endpoints = Endpoints::new(&self.base_url, &self.model)?;
+        let base_url = http.base_url.clone().unwrap_or_default();
+        let endpoints = Endpoints::new(&base_url, &http.model)?;
 
-        let mut headers = http::extra_headers(&self.headers, &[])?;
-        headers.insert("x-goog-api-key", key_header);
+        let mut headers = extra_headers(&http.headers, &[])?;
+        headers.insert(key_name, key_value);
 
-        let client = http::client(self.timeout, self.connect_timeout)?;
-
-        let min_cacheable_tokens = self
+        let min_cacheable_tokens = dialect
             .min_cacheable_tokens
-            .unwrap_or_else(|| min_cacheable_tokens(&self.model));
-        Ok(GeminiAdapter {
-            provider: self.provider_name.unwrap_or_else(|| "gemini".to_string()),
-            model: self.model,
-            endpoints,
-            api_key,
-            headers,
-            client,
-            timeout: self.timeout,
-            max_retries: self.max_retries,
-            retry_min_delay: self.retry_min_delay,
-            first_event_timeout: self.first_event_timeout,
-            explicit_cache: self.explicit_cache,
-            cache_ttl: self.cache_ttl,
-            cache_refresh_margin: self.cache_refresh_margin.min(self.cache_ttl / 2),
-            min_cacheable_tokens,
-            thinking_budget: self.thinking_budget,
-            include_thoughts: self.include_thoughts,
-            clock: self.clock.unwrap_or_else(|| Arc::new(SystemTime::now)),
-            cache: Arc::new(tokio::sync::Mutex::new(CacheState::default())),
-            next_call_id: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            .unwrap_or_else(|| min_cacheable_tokens(&http.model));
+        let transport = http.into_transport::<GenerateContent>("gemini", headers)?;
+        Ok(HttpAdapter {
+            transport,
+            dialect: GenerateContent {
+                endpoints,
+                explicit_cache: dialect.explicit_cache,
+                cache_ttl: dialect.cache_ttl,
+                cache_refresh_margin: dialect.cache_refresh_margin.min(dialect.cache_ttl / 2),
+                min_cacheable_tokens,
+                thinking_budget: dialect.thinking_budget,
+                include_thoughts: dialect.include_thoughts,
+                clock: dialect.clock.unwrap_or_else(|| Arc::new(SystemTime::now)),
+                cache: Arc::new(tokio::sync::Mutex::new(CacheState::default())),
+                next_call_id: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            },
         })
     }
 }
@@ -382,9 +282,9 @@ impl Endpoints {
         } else {
             format!("{trimmed}/v1beta")
         };
-        let api_url = http::api_url(base, &api)?;
+        let api_url = api_url(base, &api)?;
         // A URL copied from the API reference names the model and the method itself.
-        http::check_api_path(base, |path| {
+        check_api_path(base, |path| {
             path.rfind("/models/")
                 .or_else(|| path.strip_suffix("/models").map(str::len))
         })?;
@@ -428,6 +328,7 @@ impl Endpoints {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use secrecy::ExposeSecret;
 
     #[test]
     fn endpoints_append_v1beta_once_and_name_the_model() {
@@ -473,9 +374,15 @@ mod tests {
             _ => None,
         };
         let b = GeminiBuilder::default().env_from(vars).unwrap();
-        assert_eq!(b.model, "gemini-2.5-pro");
-        assert_eq!(b.base_url, "http://127.0.0.1:1");
-        assert_eq!(b.api_key.as_ref().unwrap().expose_secret(), "k-1");
+        assert_eq!(b.http.model, "models/gemini-2.5-pro");
+        assert_eq!(b.http.base_url.as_deref(), Some("http://127.0.0.1:1"));
+        assert_eq!(b.http.key().unwrap().expose_secret(), "k-1");
+        let model = b.build().unwrap();
+        assert_eq!(
+            model.transport.model(),
+            "gemini-2.5-pro",
+            "models/ is dropped"
+        );
         let err = GeminiBuilder::default().env_from(|_| None).unwrap_err();
         assert_eq!(
             err,

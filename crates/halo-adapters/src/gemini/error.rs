@@ -16,7 +16,7 @@ use reqwest::header::HeaderMap;
 use serde_json::Value;
 
 use super::config::GEMINI_API_KEY_VAR;
-use crate::http::{
+use crate::transport::text::{
     body_excerpt, error_field, redact, redact_body, retry_after, stream_error, truncate,
 };
 

@@ -266,10 +266,19 @@ pub(crate) fn build<'a>(
         ),
     };
     let thinking_config =
-        (cfg.thinking_budget.is_some() || cfg.include_thoughts).then_some(ThinkingConfig {
-            thinking_budget: cfg.thinking_budget,
-            include_thoughts: cfg.include_thoughts,
-        });
+        // The builder's budget (the provider's own value) wins over the portable setting.
+        {
+            let budget = cfg.thinking_budget.or_else(|| {
+                request
+                    .options
+                    .reasoning
+                    .map(|r| i64::from(r.budget_tokens()))
+            });
+            (budget.is_some() || cfg.include_thoughts).then_some(ThinkingConfig {
+                thinking_budget: budget,
+                include_thoughts: cfg.include_thoughts,
+            })
+        };
     let generation_config = GenerationConfig {
         max_output_tokens: options.max_tokens,
         temperature: options.temperature,
@@ -532,6 +541,13 @@ fn model_parts(a: &halo_core::AssistantMessage) -> Vec<Part> {
     let mut parts = Vec::new();
     let mut text_signature = None;
     for r in &a.reasoning {
+        // An OpenAI Responses item kept as reasoning means nothing to Gemini.
+        if r.signature
+            .as_deref()
+            .is_some_and(crate::responses::is_responses_item)
+        {
+            continue;
+        }
         if r.text.is_empty() {
             text_signature = r.signature.clone();
             continue;

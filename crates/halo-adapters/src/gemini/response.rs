@@ -31,7 +31,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::request::{CALL_ID_KEY, SIGNATURE_KEY};
-use crate::http::{body_excerpt, truncate};
+use crate::transport::text::{body_excerpt, truncate};
 
 /// One `GenerateContentResponse` (or one streamed chunk of it). Every field is optional so
 /// that a chunk carrying only usage still parses.
@@ -42,6 +42,8 @@ pub(crate) struct GenerateResponse {
     pub prompt_feedback: Option<PromptFeedback>,
     pub usage_metadata: Option<UsageMetadata>,
     pub model_version: Option<String>,
+    /// The response's id, the same on every chunk of a stream.
+    pub response_id: Option<String>,
     /// An error some gateways (and the stream) put in a 200 body.
     pub error: Option<Value>,
 }
@@ -245,6 +247,7 @@ pub(crate) struct Assembler {
     blocked: Option<String>,
     blocked_message: Option<String>,
     usage: Option<UsageMetadata>,
+    id: Option<String>,
     model: Option<String>,
     saw_candidate: bool,
 }
@@ -263,6 +266,7 @@ impl Assembler {
             blocked: None,
             blocked_message: None,
             usage: None,
+            id: None,
             model: None,
             saw_candidate: false,
         }
@@ -287,6 +291,9 @@ impl Assembler {
         }
         if self.model.is_none() {
             self.model = chunk.model_version.filter(|m| !m.is_empty());
+        }
+        if self.id.is_none() {
+            self.id = chunk.response_id.filter(|id| !id.is_empty());
         }
         if chunk.usage_metadata.is_some() {
             self.usage = chunk.usage_metadata;
@@ -427,6 +434,7 @@ impl Assembler {
         }
         let finish_reason = finish_reason(self.finish.as_deref(), &mut self.calls);
         Ok(ModelResponse {
+            id: self.id,
             message: AssistantMessage {
                 text: self.text,
                 reasoning: self.reasoning,
@@ -435,6 +443,7 @@ impl Assembler {
             finish_reason,
             usage: usage(self.usage.as_ref()),
             model: self.model,
+            provider: None,
         })
     }
 }

@@ -22,8 +22,8 @@ use halo_core::{ModelError, ModelEventStream, ModelStreamEvent};
 use serde_json::Value;
 
 use super::response::{Assembler, CallIdSource, GenerateResponse};
-use crate::http::body_excerpt;
 use crate::sse;
+use crate::transport::text::body_excerpt;
 
 /// Decodes a streamed `streamGenerateContent?alt=sse` body (as network reads in any
 /// split) into model stream events: text and reasoning deltas as they arrive, each

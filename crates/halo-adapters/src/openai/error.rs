@@ -1,6 +1,6 @@
 //! HTTP failures of the OpenAI-compatible dialect mapped to [`ModelError`]: status classes,
 //! quota codes, the kinds of an invalid request, and in-stream errors (the `retry-after`
-//! parsing, excerpts and key redaction they use are shared, in `crate::http`).
+//! parsing, excerpts and key redaction they use are shared, in `crate::transport`).
 //!
 //! Sources: OpenAI error codes (<https://platform.openai.com/docs/guides/error-codes>),
 //! DeepSeek error codes (<https://api-docs.deepseek.com/quick_start/error_codes>), and the
@@ -16,7 +16,7 @@ use halo_core::{InvalidRequestKind, ModelError};
 use reqwest::header::HeaderMap;
 use serde_json::Value;
 
-use crate::http::{
+use crate::transport::text::{
     body_excerpt, error_field, redact, redact_body, retry_after, stream_error, truncate,
 };
 
@@ -165,7 +165,11 @@ pub(crate) fn in_stream(payload: &Value, secret: Option<&str>) -> ModelError {
 ///   `evalstate/fast-agent#621`).
 /// - [`InvalidRequestKind::ReasoningReplayMissing`]: DeepSeek's thinking mode, `The
 ///   reasoning_content in the thinking mode must be passed back to the API.` (with or
-///   without backticks; <https://api-docs.deepseek.com/guides/thinking_mode>).
+///   without backticks; <https://api-docs.deepseek.com/guides/thinking_mode>); the
+///   Responses API's `Item 'rs_…' of type 'reasoning' was provided without its required
+///   following item.` and `Item 'msg_…' of type 'message' was provided without its
+///   required 'reasoning' item.` (wording reported in `openai/openai-node#1567` and
+///   `continuedev/continue#12620`).
 /// - [`InvalidRequestKind::ToolSchemaRejected`]: OpenAI's `code`
 ///   `invalid_function_parameters`, or a message `Invalid schema for function '…': …`
 ///   (OpenAI, DeepSeek).
@@ -185,7 +189,10 @@ pub(crate) fn invalid_request_kind(error: &Value) -> InvalidRequestKind {
         || message.contains("exceeds the context window")
     {
         InvalidRequestKind::ContextWindowExceeded
-    } else if message.contains("reasoning_content") && message.contains("must be passed back") {
+    } else if (message.contains("reasoning_content") && message.contains("must be passed back"))
+        || message.contains("without its required following item")
+        || message.contains("without its required 'reasoning' item")
+    {
         InvalidRequestKind::ReasoningReplayMissing
     } else if code == "invalid_function_parameters"
         || message.starts_with("invalid schema for function")

@@ -33,6 +33,8 @@ pub(crate) const KEPT_HISTORIES: usize = 4;
 pub(crate) struct Kept {
     /// The history's key.
     pub(crate) key: HistoryKey,
+    /// The model the head names (the portable reasoning setting can change it).
+    pub(crate) model: String,
     /// The prefix the head was written for.
     pub(crate) fingerprint: Fingerprint,
     /// Whether the head ends with the trimmed-history note.
@@ -66,12 +68,13 @@ impl Histories {
         key: &HistoryKey,
         fingerprint: Fingerprint,
         note: bool,
+        model: &str,
     ) -> Option<Start> {
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
         let (i, shared) = kept
             .iter()
             .enumerate()
-            .filter(|(_, k)| k.fingerprint == fingerprint && k.note == note)
+            .filter(|(_, k)| k.fingerprint == fingerprint && k.note == note && k.model == model)
             .map(|(i, k)| (i, key.shared_prefix(&k.key).min(k.ends.len())))
             .filter(|&(_, shared)| shared > 0)
             .max_by_key(|&(_, shared)| shared)?;

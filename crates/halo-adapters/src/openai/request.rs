@@ -17,14 +17,19 @@ use std::io;
 
 use bytes::BytesMut;
 use halo_core::{
-    AssistantMessage, ContentPart, Fingerprint, Message, ModelError, ModelRequest, ResponseFormat,
-    StablePrefix, ToolCall, ToolChoice, ToolSpec,
+    Fingerprint, Message, ModelError, ModelRequest, ResponseFormat, StablePrefix, ToolChoice,
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use super::cache::{BREAKPOINT, PromptCacheMode, PromptCacheOptions};
 use super::config::{Profile, ReasoningReplay};
+use super::wire::{
+    AllowedTool, AllowedTools, JsonSchemaFormat, NamedFunction, StreamOptions, TextContent,
+    UserContent, WireMessage, WirePart, WireResponseFormat, WireTool, WireToolChoice, wire_message,
+    wire_tool,
+};
 
 /// What the request builder needs from the adapter's configuration.
 #[derive(Debug, Clone, Copy)]
@@ -33,6 +38,8 @@ pub(crate) struct RequestConfig<'a> {
     pub model: &'a str,
     pub reasoning_replay: ReasoningReplay,
     pub prompt_cache_key: bool,
+    pub prompt_cache: PromptCacheMode,
+    pub min_cacheable_tokens: u64,
     pub extra: &'a Map<String, Value>,
 }
 
@@ -64,11 +71,24 @@ impl PrefixWire {
         } else {
             Cow::Owned(prefix.system_text())
         };
+        // GPT-5.6+ explicit caching: a breakpoint on the prefix's last eligible message.
+        let plan =
+            super::cache::plan_breakpoints(cfg.prompt_cache, prefix, &[], cfg.min_cacheable_tokens);
+        let last_eligible = prefix.few_shot().iter().rposition(super::cache::eligible);
         if !system.is_empty() {
-            messages.push(raw(&WireMessage::System { content: system })?);
+            let content = if plan.prefix && last_eligible.is_none() {
+                TextContent::Parts(vec![WirePart::Text {
+                    text: Cow::Owned(system.into_owned()),
+                    prompt_cache_breakpoint: Some(BREAKPOINT),
+                }])
+            } else {
+                TextContent::Text(system)
+            };
+            messages.push(raw(&WireMessage::System { content })?);
         }
-        for message in prefix.few_shot() {
-            messages.push(raw(&wire_message(cfg, message)?)?);
+        for (i, message) in prefix.few_shot().iter().enumerate() {
+            let mark = plan.prefix && last_eligible == Some(i);
+            messages.push(raw(&wire_message(cfg, message, mark)?)?);
         }
         let tools = if prefix.tools().is_empty() {
             None
@@ -108,6 +128,8 @@ pub(crate) struct Body<'a> {
     prefix: &'a PrefixWire,
     note: bool,
     history: &'a [Message],
+    /// The history message carrying the newest cache breakpoint (GPT-5.6+ caching).
+    newest: Option<usize>,
     tail: Tail<'a>,
 }
 
@@ -129,9 +151,13 @@ struct Tail<'a> {
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     stop: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     response_format: Option<WireResponseFormat<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     prompt_cache_key: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_options: Option<PromptCacheOptions>,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -178,6 +204,12 @@ impl Body<'_> {
         self.history.len()
     }
 
+    /// Whether the body's messages can be continued by a later body: not when a cache
+    /// breakpoint marks its newest message, which a later body writes without it.
+    pub(crate) fn reusable(&self) -> bool {
+        self.newest.is_none()
+    }
+
     /// Appends the head: `{"model":…,"messages":[`, the prefix's messages and the note.
     pub(crate) fn write_head(&self, out: &mut BytesMut) -> Result<(), ModelError> {
         out.extend_from_slice(b"{\"model\":");
@@ -219,7 +251,7 @@ impl Body<'_> {
             if i > 0 || !bare {
                 out.extend_from_slice(b",");
             }
-            let wire = wire_message(self.cfg, message)?;
+            let wire = wire_message(self.cfg, message, self.newest == Some(i))?;
             serde_json::to_writer(Out(out), &wire).map_err(serialize_error)?;
             ends.push(out.len());
         }
@@ -243,166 +275,25 @@ impl Body<'_> {
     }
 }
 
-/// `stream_options` of a streaming request.
-#[derive(Debug, Serialize)]
-struct StreamOptions {
-    include_usage: bool,
-}
+/// DeepSeek's non-thinking chat model, and the model the portable reasoning setting picks
+/// instead (<https://api-docs.deepseek.com/guides/reasoning_model>).
+const DEEPSEEK_CHAT: &str = "deepseek-chat";
+const DEEPSEEK_REASONER: &str = "deepseek-reasoner";
 
-/// One message on the wire.
-#[derive(Debug, Serialize)]
-#[serde(tag = "role", rename_all = "lowercase")]
-enum WireMessage<'a> {
-    System {
-        content: Cow<'a, str>,
-    },
-    User {
-        content: UserContent<'a>,
-    },
-    Assistant {
-        /// Always a string: `""` on tool-call turns (DeepSeek thinking mode needs `""`, not
-        /// `null`; OpenAI, vLLM, llama.cpp and Ollama accept it).
-        content: &'a str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        reasoning_content: Option<Cow<'a, str>>,
-        #[serde(skip_serializing_if = "WireToolCalls::is_empty")]
-        tool_calls: WireToolCalls<'a>,
-    },
-    Tool {
-        tool_call_id: &'a str,
-        content: &'a str,
-    },
-}
-
-#[derive(Debug, Serialize)]
-#[serde(untagged)]
-enum UserContent<'a> {
-    Text(&'a str),
-    Parts(Vec<WirePart<'a>>),
-}
-
-#[derive(Debug, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum WirePart<'a> {
-    Text { text: &'a str },
-    ImageUrl { image_url: ImageUrl<'a> },
-}
-
-#[derive(Debug, Serialize)]
-struct ImageUrl<'a> {
-    url: DataUrl<'a>,
-}
-
-/// `data:{media_type};base64,{data}`, written without first copying the image into a string.
-#[derive(Debug)]
-struct DataUrl<'a> {
-    media_type: &'a str,
-    data: &'a str,
-}
-
-impl Serialize for DataUrl<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_str(&format_args!(
-            "data:{};base64,{}",
-            self.media_type, self.data
-        ))
+/// The model a request names: `model`, except `deepseek-chat` on DeepSeek when the request
+/// asks for reasoning, which is `deepseek-reasoner` (DeepSeek's thinking model; its V4
+/// models think on their own and take `reasoning_effort`).
+pub(crate) fn effective_model<'a>(
+    profile: Profile,
+    model: &'a str,
+    request: &ModelRequest<'_>,
+) -> &'a str {
+    if profile == Profile::DeepSeek && model == DEEPSEEK_CHAT && request.options.reasoning.is_some()
+    {
+        DEEPSEEK_REASONER
+    } else {
+        model
     }
-}
-
-/// An assistant turn's tool calls, written straight from the message (no per-message vector).
-#[derive(Debug, Clone, Copy)]
-struct WireToolCalls<'a>(&'a [ToolCall]);
-
-impl WireToolCalls<'_> {
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl Serialize for WireToolCalls<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.iter().map(wire_tool_call))
-    }
-}
-
-#[derive(Debug, Serialize)]
-struct WireToolCall<'a> {
-    id: &'a str,
-    #[serde(rename = "type")]
-    kind: &'static str,
-    function: WireFunctionCall<'a>,
-}
-
-#[derive(Debug, Serialize)]
-struct WireFunctionCall<'a> {
-    name: &'a str,
-    arguments: &'a str,
-}
-
-#[derive(Debug, Serialize)]
-struct WireTool<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    function: WireFunction<'a>,
-}
-
-#[derive(Debug, Serialize)]
-struct WireFunction<'a> {
-    name: &'a str,
-    description: &'a str,
-    parameters: &'a Value,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(untagged)]
-enum WireToolChoice<'a> {
-    Mode(&'static str),
-    Function {
-        #[serde(rename = "type")]
-        kind: &'static str,
-        function: NamedFunction<'a>,
-    },
-    /// `{"type": "allowed_tools", "allowed_tools": {"mode", "tools"}}` (openai-python
-    /// `ChatCompletionAllowedToolChoiceParam`).
-    AllowedTools {
-        #[serde(rename = "type")]
-        kind: &'static str,
-        allowed_tools: AllowedTools<'a>,
-    },
-}
-
-#[derive(Debug, Serialize)]
-struct NamedFunction<'a> {
-    name: &'a str,
-}
-
-/// `ChatCompletionAllowedToolsParam`: `mode` `auto` or `required`, and the tools as
-/// `{"type": "function", "function": {"name"}}`.
-#[derive(Debug, Serialize)]
-struct AllowedTools<'a> {
-    mode: &'static str,
-    tools: Vec<AllowedTool<'a>>,
-}
-
-#[derive(Debug, Serialize)]
-struct AllowedTool<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    function: NamedFunction<'a>,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum WireResponseFormat<'a> {
-    JsonObject,
-    JsonSchema { json_schema: JsonSchemaFormat<'a> },
-}
-
-#[derive(Debug, Serialize)]
-struct JsonSchemaFormat<'a> {
-    name: &'static str,
-    schema: Cow<'a, Value>,
-    strict: bool,
 }
 
 /// Builds the body of one chat-completions request around `prefix`, the request's prefix
@@ -483,11 +374,33 @@ pub(crate) fn build<'a>(
         .prompt_cache_key
         .then_some(request.session_id.unwrap_or(&prefix.fingerprint_hex));
 
+    // The portable reasoning setting: OpenAI's `reasoning_effort`; on DeepSeek the thinking
+    // model for `deepseek-chat` (see `effective_model`: the reasoner takes no effort), the
+    // effort for the others; nothing
+    // for other servers. A `reasoning_effort` body field (the provider's own value) wins.
+    let reasoning_effort = match (options.reasoning, cfg.profile) {
+        (Some(_), Profile::DeepSeek) if cfg.model == DEEPSEEK_REASONER => None,
+        (Some(effort), Profile::OpenAi | Profile::DeepSeek)
+            if !cfg.extra.contains_key("reasoning_effort") =>
+        {
+            Some(effort.as_str())
+        }
+        _ => None,
+    };
+
+    let newest = super::cache::plan_breakpoints(
+        cfg.prompt_cache,
+        request.prefix,
+        request.history,
+        cfg.min_cacheable_tokens,
+    )
+    .newest;
     Ok(Body {
         cfg,
         prefix,
         note,
         history: request.history,
+        newest,
         tail: Tail {
             tools,
             tool_choice,
@@ -496,8 +409,10 @@ pub(crate) fn build<'a>(
             temperature: options.temperature,
             seed: options.seed,
             stop: &options.stop,
+            reasoning_effort,
             response_format,
             prompt_cache_key,
+            prompt_cache_options: cfg.prompt_cache.options(),
             stream: stream.then_some(true),
             stream_options: stream.then_some(StreamOptions {
                 include_usage: true,
@@ -560,96 +475,4 @@ fn tool_choice<'a>(profile: Profile, request: &ModelRequest<'a>) -> WireToolChoi
         },
         (false, _) => WireToolChoice::Mode(mode),
     }
-}
-
-fn wire_tool(spec: &ToolSpec) -> WireTool<'_> {
-    WireTool {
-        kind: "function",
-        function: WireFunction {
-            name: &spec.name,
-            description: &spec.description,
-            parameters: &spec.parameters,
-        },
-    }
-}
-
-fn wire_message<'a>(
-    cfg: RequestConfig<'a>,
-    message: &'a Message,
-) -> Result<WireMessage<'a>, ModelError> {
-    Ok(match message {
-        Message::System { content } => WireMessage::System {
-            content: Cow::Borrowed(content),
-        },
-        Message::User { content } => WireMessage::User {
-            content: user_content(cfg.profile, content)?,
-        },
-        Message::Assistant(a) => {
-            let reasoning_content = match cfg.reasoning_replay {
-                ReasoningReplay::Never => None,
-                ReasoningReplay::WhenPresent => reasoning(a),
-                ReasoningReplay::EveryAssistantMessage => {
-                    Some(reasoning(a).unwrap_or(Cow::Borrowed("")))
-                }
-            };
-            WireMessage::Assistant {
-                content: &a.text,
-                reasoning_content,
-                tool_calls: WireToolCalls(&a.tool_calls),
-            }
-        }
-        Message::Tool(result) => WireMessage::Tool {
-            tool_call_id: &result.tool_call_id,
-            content: &result.content,
-        },
-    })
-}
-
-/// The turn's reasoning text joined ([`AssistantMessage::reasoning_text`]), borrowed when it
-/// is one block (the usual case), so replaying it copies nothing.
-fn reasoning(a: &AssistantMessage) -> Option<Cow<'_, str>> {
-    match a.reasoning.as_slice() {
-        [] => None,
-        [one] => Some(Cow::Borrowed(&one.text)),
-        _ => a.reasoning_text().map(Cow::Owned),
-    }
-}
-
-fn wire_tool_call(call: &ToolCall) -> WireToolCall<'_> {
-    WireToolCall {
-        id: &call.id,
-        kind: "function",
-        function: WireFunctionCall {
-            name: &call.name,
-            arguments: call.replay_arguments(),
-        },
-    }
-}
-
-/// One text part goes as a plain string (what every compatible server accepts); anything
-/// else as an array of `text` and `image_url` parts.
-fn user_content(profile: Profile, parts: &[ContentPart]) -> Result<UserContent<'_>, ModelError> {
-    match parts {
-        [] => return Ok(UserContent::Text("")),
-        [ContentPart::Text { text }] => return Ok(UserContent::Text(text)),
-        _ => {}
-    }
-    parts
-        .iter()
-        .map(|part| match part {
-            ContentPart::Text { text } => Ok(WirePart::Text { text }),
-            ContentPart::Image { .. } if profile == Profile::DeepSeek => {
-                Err(ModelError::Unsupported(
-                    "deepseek's chat completions API takes no images; describe the image in text or use a vision model"
-                        .into(),
-                ))
-            }
-            ContentPart::Image { media_type, data } => Ok(WirePart::ImageUrl {
-                image_url: ImageUrl {
-                    url: DataUrl { media_type, data },
-                },
-            }),
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map(UserContent::Parts)
 }

@@ -205,7 +205,7 @@ pub(crate) fn parse(body: &[u8]) -> Result<ModelResponse, ModelError> {
     let completion: ChatCompletion = serde_json::from_slice(body).map_err(|e| {
         ModelError::InvalidResponse(format!(
             "the body is not a chat completion ({e}): {}",
-            crate::http::body_excerpt(body)
+            crate::transport::text::body_excerpt(body)
         ))
     })?;
     if completion.choices.is_empty() {
@@ -213,7 +213,7 @@ pub(crate) fn parse(body: &[u8]) -> Result<ModelResponse, ModelError> {
             Some(err) => format!(
                 "the body holds an error instead of choices: {}",
                 super::error::error_value_message(err)
-                    .unwrap_or_else(|| crate::http::body_excerpt(body))
+                    .unwrap_or_else(|| crate::transport::text::body_excerpt(body))
             ),
             None => "the response has no choices".to_string(),
         };
@@ -286,6 +286,7 @@ pub(crate) fn parse(body: &[u8]) -> Result<ModelResponse, ModelError> {
         finish_reason = FinishReason::ContentFilter;
     }
     Ok(ModelResponse {
+        id: completion.id.filter(|id| !id.is_empty()),
         message: AssistantMessage {
             text,
             reasoning,
@@ -294,6 +295,7 @@ pub(crate) fn parse(body: &[u8]) -> Result<ModelResponse, ModelError> {
         finish_reason,
         usage,
         model: completion.model,
+        provider: None,
     })
 }
 

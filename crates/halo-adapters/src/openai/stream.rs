@@ -54,6 +54,9 @@ use crate::sse::{self, SseEvent};
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 struct Chunk<'a> {
+    /// The completion's id, the same on every chunk.
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
     #[serde(borrow)]
     model: Option<Cow<'a, str>>,
     #[serde(borrow)]
@@ -230,6 +233,7 @@ pub(crate) struct Assembler {
     finish: Option<String>,
     usage: Option<WireUsage>,
     timings: Option<Timings>,
+    id: Option<String>,
     model: Option<String>,
     done: bool,
 }
@@ -375,11 +379,16 @@ impl sse::Assemble for Assembler {
         let chunk: Chunk<'_> = serde_json::from_str(data).map_err(|e| {
             ModelError::InvalidResponse(format!(
                 "a stream event is not a chat.completion.chunk ({e}): {}",
-                crate::http::body_excerpt(data.as_bytes())
+                crate::transport::text::body_excerpt(data.as_bytes())
             ))
         })?;
         if let Some(error) = chunk.error.as_ref().filter(|e| !e.is_null()) {
             return Err(super::error::in_stream(error, None));
+        }
+        if self.id.is_none()
+            && let Some(id) = chunk.id.filter(|id| !id.is_empty())
+        {
+            self.id = Some(id.into_owned());
         }
         if self.model.is_none()
             && let Some(m) = chunk.model.filter(|m| !m.is_empty())
@@ -447,6 +456,7 @@ impl sse::Assemble for Assembler {
         };
         let finish_reason = finish_reason(self.finish.as_deref(), &mut tool_calls);
         Ok(ModelResponse {
+            id: self.id,
             message: AssistantMessage {
                 text,
                 reasoning,
@@ -455,6 +465,7 @@ impl sse::Assemble for Assembler {
             finish_reason,
             usage: usage(self.usage.as_ref(), self.timings.as_ref()),
             model: self.model,
+            provider: None,
         })
     }
 }

@@ -7,7 +7,7 @@
 //! `content_block_start` / `content_block_delta` / `content_block_stop` per block,
 //! `message_delta`, `message_stop`). Text is streamed in small `text_delta`s and tool input
 //! as two or three `input_json_delta` fragments. Answers come from a FIFO script of
-//! [`SimReply`]s; tool call ids are `toolu_01` followed by a 22-digit counter.
+//! [`SimReply`](super::SimReply)s; tool call ids are `toolu_01` followed by a 22-digit counter.
 //!
 //! Every request is checked first, with Anthropic's error shape
 //! (`{"type":"error","error":{"type":"invalid_request_error","message":…}}`): HTTP 401 without
@@ -61,9 +61,7 @@
 //! theoretical maximum a cache could serve, which `cargo xtask bench cache` compares
 //! against.
 
-use std::collections::hash_map::DefaultHasher;
-use std::collections::{HashMap, VecDeque};
-use std::hash::{Hash, Hasher};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -74,8 +72,20 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 
-use super::{SCRIPT_EXHAUSTED, Seen, SimReply, SimServer, TokenMemo, lock, serve};
-use crate::anthropic::{CacheTtl, LOOKBACK_BLOCKS, MAX_BREAKPOINTS, min_cacheable_tokens};
+use super::{Harness, SCRIPT_EXHAUSTED, Seen, SimServer, TokenMemo, lock, serve};
+
+mod cache;
+mod check;
+mod render;
+mod tables;
+
+use cache::run_cache;
+use check::{check_request, error_response, invalid_request};
+use render::{render_stream, reply_content};
+pub use tables::{
+    DEFAULT_MIN_CACHEABLE_TOKENS, LOOKBACK_BLOCKS, MAX_BREAKPOINTS, MIN_CACHEABLE_TOKENS, SimTtl,
+    min_cacheable_tokens,
+};
 
 /// The message Anthropic answers a request whose first message is not a `user` one with
 /// (HTTP 400, `invalid_request_error`), as reported by client libraries (Amazon Bedrock, and
@@ -90,7 +100,7 @@ pub struct SimBlock {
     /// The block's JSON without its `cache_control` key.
     pub text: String,
     /// The block's breakpoint TTL, when it carries `cache_control`.
-    pub breakpoint: Option<CacheTtl>,
+    pub breakpoint: Option<SimTtl>,
 }
 
 /// One request the simulator received and what it answered.
@@ -122,12 +132,12 @@ pub struct SimRecord {
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     expires: Instant,
-    ttl: CacheTtl,
+    ttl: SimTtl,
 }
 
 #[derive(Debug)]
 struct State {
-    script: VecDeque<SimReply>,
+    harness: Harness,
     records: Vec<SimRecord>,
     /// Prefix hash → entry.
     entries: HashMap<u64, Entry>,
@@ -137,8 +147,6 @@ struct State {
     memo: TokenMemo,
     clock_offset: Duration,
     min_tokens: Option<u64>,
-    /// The context window in tokens; `None`: no limit.
-    context_window: Option<u64>,
     next_call_id: u64,
     next_message_id: u64,
 }
@@ -179,14 +187,13 @@ impl AnthropicSim {
     /// The IO error when no loopback port can be bound.
     pub async fn start() -> std::io::Result<Self> {
         let state = Arc::new(Mutex::new(State {
-            script: VecDeque::new(),
+            harness: Harness::default(),
             records: Vec::new(),
             entries: HashMap::new(),
             seen: Seen::default(),
             memo: TokenMemo::default(),
             clock_offset: Duration::ZERO,
             min_tokens: None,
-            context_window: None,
             next_call_id: 1,
             next_message_id: 1,
         }));
@@ -207,20 +214,7 @@ impl AnthropicSim {
         self.server.base_url()
     }
 
-    /// Appends one reply to the script.
-    pub fn push_reply(&self, reply: SimReply) {
-        self.lock().script.push_back(reply);
-    }
-
-    /// Replaces the script with `replies`, answered in order.
-    pub fn set_reply_script(&self, replies: impl IntoIterator<Item = SimReply>) {
-        self.lock().script = replies.into_iter().collect();
-    }
-
-    /// Replies not yet used.
-    pub fn remaining_replies(&self) -> usize {
-        self.lock().script.len()
-    }
+    script_methods!();
 
     /// Overrides the minimum cacheable length in tokens for every model (`None`: the
     /// per-model table, [`min_cacheable_tokens`]).
@@ -234,13 +228,7 @@ impl AnthropicSim {
     /// (<https://platform.claude.com/docs/en/build-with-claude/context-windows>), and uses
     /// no reply. `None` (the default): no limit.
     pub fn set_context_window(&self, tokens: Option<u64>) {
-        self.lock().context_window = tokens;
-    }
-
-    /// The context window set with [`set_context_window`](Self::set_context_window), in
-    /// tokens (`None`: no limit), to give the agent under test the same window.
-    pub fn context_window(&self) -> Option<u64> {
-        self.lock().context_window
+        self.lock().harness.set_window(tokens);
     }
 
     /// Moves the cache's clock forward by `by` (entries older than their TTL expire).
@@ -334,488 +322,18 @@ fn sim_block(role: &str, value: &Value) -> Result<SimBlock, String> {
     })
 }
 
-fn ttl_of(cache_control: &Value) -> Result<CacheTtl, String> {
+fn ttl_of(cache_control: &Value) -> Result<SimTtl, String> {
     if cache_control.get("type").and_then(Value::as_str) != Some("ephemeral") {
         return Err("cache_control.type: Input should be 'ephemeral'".into());
     }
     match cache_control.get("ttl") {
-        None | Some(Value::Null) => Ok(CacheTtl::FiveMinutes),
-        Some(Value::String(s)) if s == "5m" => Ok(CacheTtl::FiveMinutes),
-        Some(Value::String(s)) if s == "1h" => Ok(CacheTtl::OneHour),
+        None | Some(Value::Null) => Ok(SimTtl::FiveMinutes),
+        Some(Value::String(s)) if s == "5m" => Ok(SimTtl::FiveMinutes),
+        Some(Value::String(s)) if s == "1h" => Ok(SimTtl::OneHour),
         Some(other) => Err(format!(
             "cache_control.ttl: Input should be '5m' or '1h', got {other}"
         )),
     }
-}
-
-/// An error in Anthropic's shape.
-fn error_response(status: StatusCode, kind: &str, message: &str) -> Response {
-    let body = json!({
-        "type": "error",
-        "error": {"type": kind, "message": message},
-        "request_id": "req_sim",
-    });
-    (status, axum::Json(body)).into_response()
-}
-
-fn invalid_request(message: &str) -> Response {
-    error_response(StatusCode::BAD_REQUEST, "invalid_request_error", message)
-}
-
-/// The checks of the real API that matter to Halo (see the module docs).
-fn check_request(body: &Value, blocks: &[SimBlock]) -> Result<(), String> {
-    if body.get("model").and_then(Value::as_str).is_none() {
-        return Err("model: Field required".into());
-    }
-    if body.get("max_tokens").and_then(Value::as_u64).is_none() {
-        return Err("max_tokens: Field required".into());
-    }
-    let messages = body
-        .get("messages")
-        .and_then(Value::as_array)
-        .filter(|m| !m.is_empty())
-        .ok_or("messages: at least one message is required")?;
-
-    let markers = blocks.iter().filter(|b| b.breakpoint.is_some()).count()
-        + usize::from(body.get("cache_control").is_some_and(|c| !c.is_null()));
-    if markers > MAX_BREAKPOINTS {
-        return Err(format!(
-            "A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {markers}."
-        ));
-    }
-    let mut seen_five_minutes = false;
-    for b in blocks {
-        match b.breakpoint {
-            Some(CacheTtl::FiveMinutes) => seen_five_minutes = true,
-            Some(CacheTtl::OneHour) if seen_five_minutes => {
-                return Err("a ttl='1h' cache_control block must not come after a ttl='5m' cache_control block; longer TTLs must come first".into());
-            }
-            _ => {}
-        }
-    }
-
-    let has_tools = body
-        .get("tools")
-        .and_then(Value::as_array)
-        .is_some_and(|t| !t.is_empty());
-    let content = |m: &Value| -> Vec<Value> {
-        match m.get("content") {
-            Some(Value::Array(items)) => items.clone(),
-            Some(Value::String(s)) => vec![json!({"type": "text", "text": s})],
-            _ => Vec::new(),
-        }
-    };
-    let kind = |b: &Value| {
-        b.get("type")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
-    let str_field = |b: &Value, f: &str| b.get(f).and_then(Value::as_str).unwrap_or("").to_string();
-
-    for (i, message) in messages.iter().enumerate() {
-        let role = message.get("role").and_then(Value::as_str).unwrap_or("");
-        if role != "user" && role != "assistant" {
-            return Err(format!(
-                "messages.{i}.role: Input should be 'user' or 'assistant'"
-            ));
-        }
-        if i == 0 && role != "user" {
-            return Err(FIRST_MESSAGE_NOT_USER.into());
-        }
-        let items = content(message);
-        if items.is_empty() {
-            return Err(format!(
-                "messages.{i}: all messages must have non-empty content"
-            ));
-        }
-        for (j, block) in items.iter().enumerate() {
-            match kind(block).as_str() {
-                "text" if str_field(block, "text").is_empty() => {
-                    return Err(format!(
-                        "messages.{i}.content.{j}: text content blocks must be non-empty"
-                    ));
-                }
-                "thinking" if block.get("signature").and_then(Value::as_str).is_none() => {
-                    return Err(format!(
-                        "messages.{i}.content.{j}.thinking.signature: Field required"
-                    ));
-                }
-                "thinking" | "redacted_thinking" if block.get("cache_control").is_some() => {
-                    return Err(format!(
-                        "messages.{i}.content.{j}: cache_control cannot be set on thinking blocks"
-                    ));
-                }
-                "tool_use" | "tool_result" if !has_tools => {
-                    return Err(
-                        "Requests which include `tool_use` or `tool_result` blocks must define tools."
-                            .into(),
-                    );
-                }
-                _ => {}
-            }
-        }
-
-        // Tool results answer the tool uses of the message right before, at the start.
-        let results: Vec<(usize, String)> = items
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| kind(b) == "tool_result")
-            .map(|(j, b)| (j, str_field(b, "tool_use_id")))
-            .collect();
-        let uses: Vec<String> = if role == "user" && i > 0 {
-            content(&messages[i - 1])
-                .iter()
-                .filter(|b| kind(b) == "tool_use")
-                .map(|b| str_field(b, "id"))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        if role == "assistant" && !results.is_empty() {
-            return Err(format!(
-                "messages.{i}: tool_result blocks can only be in user messages"
-            ));
-        }
-        for (j, id) in &results {
-            if !uses.contains(id) {
-                return Err(format!(
-                    "messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: {id}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
-                ));
-            }
-            if results.iter().filter(|(_, other)| other == id).count() > 1 {
-                return Err(format!(
-                    "messages.{i}.content.{j}: each `tool_use` must have a single result. Found multiple `tool_result` blocks with id: {id}"
-                ));
-            }
-        }
-        if let Some(first_other) = items.iter().position(|b| kind(b) != "tool_result")
-            && results.iter().any(|(j, _)| *j > first_other)
-        {
-            return Err(format!(
-                "messages.{i}: tool_result blocks must come first in the message; found one after other content"
-            ));
-        }
-        if role == "assistant" {
-            let ids: Vec<String> = items
-                .iter()
-                .filter(|b| kind(b) == "tool_use")
-                .map(|b| str_field(b, "id"))
-                .collect();
-            if ids.is_empty() {
-                continue;
-            }
-            let next = messages.get(i + 1);
-            let answered: Vec<String> = next
-                .filter(|n| n.get("role").and_then(Value::as_str) == Some("user"))
-                .map(|n| {
-                    content(n)
-                        .iter()
-                        .filter(|b| kind(b) == "tool_result")
-                        .map(|b| str_field(b, "tool_use_id"))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let missing: Vec<&str> = ids
-                .iter()
-                .filter(|id| !answered.contains(id))
-                .map(String::as_str)
-                .collect();
-            if !missing.is_empty() {
-                return Err(format!(
-                    "messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: {}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
-                    missing.join(", ")
-                ));
-            }
-        }
-    }
-    check_tool_choice(body)?;
-    check_output_config(body)
-}
-
-/// `tool_choice`: `auto`, `any`, `none`, or `tool` naming a tool of the request
-/// (<https://platform.claude.com/docs/en/agents-and-tools/tool-use/implement-tool-use#forcing-tool-use>).
-fn check_tool_choice(body: &Value) -> Result<(), String> {
-    let Some(choice) = body.get("tool_choice").filter(|c| !c.is_null()) else {
-        return Ok(());
-    };
-    let names: Vec<&str> = body
-        .get("tools")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t.get("name").and_then(Value::as_str))
-        .collect();
-    match choice.get("type").and_then(Value::as_str) {
-        Some("auto" | "any" | "none") => Ok(()),
-        Some("tool") => match choice.get("name").and_then(Value::as_str) {
-            Some(n) if names.contains(&n) => Ok(()),
-            Some(n) => Err(format!("tool_choice.name: Tool '{n}' not found in provided tools")),
-            None => Err("tool_choice.tool.name: Field required".into()),
-        },
-        _ => Err("tool_choice: Input tag does not match any of the expected tags: 'auto', 'any', 'tool', 'none'".into()),
-    }
-}
-
-/// `output_config.format`: `json_schema` with a schema, every object of it closed
-/// (<https://platform.claude.com/docs/en/build-with-claude/structured-outputs>).
-fn check_output_config(body: &Value) -> Result<(), String> {
-    let Some(format) = body
-        .pointer("/output_config/format")
-        .filter(|f| !f.is_null())
-    else {
-        return Ok(());
-    };
-    if format.get("type").and_then(Value::as_str) != Some("json_schema") {
-        return Err("output_config.format.type: Input should be 'json_schema'".into());
-    }
-    let schema = format
-        .get("schema")
-        .filter(|s| s.is_object())
-        .ok_or("output_config.format.schema: Field required")?;
-    closed(schema)
-}
-
-fn closed(schema: &Value) -> Result<(), String> {
-    let Value::Object(map) = schema else {
-        return Ok(());
-    };
-    if (map.get("type").and_then(Value::as_str) == Some("object") || map.contains_key("properties"))
-        && map.get("additionalProperties") != Some(&Value::Bool(false))
-    {
-        return Err("output_config.format.schema: For 'object' type, 'additionalProperties' must be explicitly set to false".into());
-    }
-    for value in map.values() {
-        match value {
-            Value::Object(_) => closed(value)?,
-            Value::Array(items) => items.iter().try_for_each(closed)?,
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-/// The figures of one accepted request.
-struct CacheOutcome {
-    read: u64,
-    write_5m: u64,
-    write_1h: u64,
-    total: u64,
-    breakpoints: Vec<usize>,
-}
-
-/// Reads and writes the cache for `blocks` (see the module docs).
-fn run_cache(
-    state: &mut State,
-    body: &Value,
-    model: &str,
-    blocks: &[SimBlock],
-    automatic: Option<CacheTtl>,
-) -> CacheOutcome {
-    let mut cumulative = Vec::with_capacity(blocks.len());
-    let mut hashes = Vec::with_capacity(blocks.len());
-    let mut hasher = DefaultHasher::new();
-    model.hash(&mut hasher);
-    let field = |key: &str| body.get(key).filter(|v| !v.is_null()).map(Value::to_string);
-    field("output_config").hash(&mut hasher);
-    let tool_choice = field("tool_choice");
-    let mut in_messages = false;
-    let mut sum = 0u64;
-    for b in blocks {
-        sum += state.memo.tokens(&b.text).len() as u64;
-        cumulative.push(sum);
-        if !in_messages && (b.role == "user" || b.role == "assistant") {
-            in_messages = true;
-            tool_choice.hash(&mut hasher);
-        }
-        b.role.hash(&mut hasher);
-        b.text.hash(&mut hasher);
-        hashes.push(hasher.finish());
-    }
-    let min = state
-        .min_tokens
-        .unwrap_or_else(|| min_cacheable_tokens(model));
-    let mut breakpoints: Vec<(usize, CacheTtl)> = blocks
-        .iter()
-        .enumerate()
-        .filter_map(|(i, b)| b.breakpoint.map(|ttl| (i, ttl)))
-        .collect();
-    if let (Some(ttl), Some(last)) = (automatic, blocks.len().checked_sub(1))
-        && !breakpoints.iter().any(|(i, _)| *i == last)
-    {
-        breakpoints.push((last, ttl));
-    }
-    breakpoints.retain(|(i, _)| cumulative[*i] >= min);
-    breakpoints.sort_by_key(|(i, _)| *i);
-
-    let now = state.now();
-    state.entries.retain(|_, e| e.expires > now);
-
-    // The longest live entry within the lookback of some breakpoint.
-    let mut read_at: Option<usize> = None;
-    for &(b, _) in &breakpoints {
-        let lowest = b.saturating_sub(LOOKBACK_BLOCKS);
-        for j in (lowest..=b).rev() {
-            if cumulative[j] < min {
-                break;
-            }
-            if state.entries.contains_key(&hashes[j]) {
-                read_at = read_at.max(Some(j));
-                break;
-            }
-        }
-    }
-    let read = read_at.map_or(0, |j| cumulative[j]);
-    if let Some(j) = read_at
-        && let Some(entry) = state.entries.get_mut(&hashes[j])
-    {
-        entry.expires = now + entry.ttl.duration();
-    }
-
-    // Writes: each breakpoint past the read point; its span since the previous one is
-    // written under its TTL.
-    let (mut write_5m, mut write_1h) = (0, 0);
-    let mut written_to = read;
-    for &(b, ttl) in &breakpoints {
-        let entry = state
-            .entries
-            .entry(hashes[b])
-            .or_insert(Entry { expires: now, ttl });
-        entry.ttl = entry.ttl.max(ttl);
-        entry.expires = entry.expires.max(now + ttl.duration());
-        if cumulative[b] > written_to {
-            let span = cumulative[b] - written_to;
-            match ttl {
-                CacheTtl::FiveMinutes => write_5m += span,
-                CacheTtl::OneHour => write_1h += span,
-            }
-            written_to = cumulative[b];
-        }
-    }
-    CacheOutcome {
-        read,
-        write_5m,
-        write_1h,
-        total: sum,
-        breakpoints: breakpoints.iter().map(|(i, _)| *i).collect(),
-    }
-}
-
-/// The content blocks of the reply, with fresh tool-use ids.
-fn reply_content(reply: &SimReply, state: &mut State) -> (Vec<Value>, &'static str) {
-    match reply {
-        SimReply::Text(text) => (vec![json!({"type": "text", "text": text})], "end_turn"),
-        SimReply::ToolCalls(calls) => {
-            let blocks = calls
-                .iter()
-                .map(|(name, input)| {
-                    let id = format!("toolu_01{:022}", state.next_call_id);
-                    state.next_call_id += 1;
-                    json!({"type": "tool_use", "id": id, "name": name, "input": input})
-                })
-                .collect();
-            (blocks, "tool_use")
-        }
-    }
-}
-
-/// Text cut into pieces of about `size` bytes on character boundaries.
-fn pieces(text: &str, size: usize) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    while start < text.len() {
-        let mut end = (start + size).min(text.len());
-        while !text.is_char_boundary(end) {
-            end += 1;
-        }
-        out.push(&text[start..end]);
-        start = end;
-    }
-    out
-}
-
-fn sse_event(out: &mut String, data: &Value) {
-    let kind = data
-        .get("type")
-        .and_then(Value::as_str)
-        .unwrap_or("message");
-    out.push_str("event: ");
-    out.push_str(kind);
-    out.push_str("\ndata: ");
-    out.push_str(&data.to_string());
-    out.push_str("\n\n");
-}
-
-/// The whole message as an event stream.
-fn render_stream(message: &Value) -> String {
-    let mut out = String::new();
-    let mut start = message.clone();
-    start["content"] = json!([]);
-    start["stop_reason"] = Value::Null;
-    start["usage"]["output_tokens"] = json!(1);
-    sse_event(
-        &mut out,
-        &json!({"type": "message_start", "message": start}),
-    );
-    sse_event(&mut out, &json!({"type": "ping"}));
-    let empty = Vec::new();
-    let content = message["content"].as_array().unwrap_or(&empty);
-    for (index, block) in content.iter().enumerate() {
-        match block["type"].as_str() {
-            Some("tool_use") => {
-                let mut head = block.clone();
-                head["input"] = json!({});
-                sse_event(
-                    &mut out,
-                    &json!({"type": "content_block_start", "index": index, "content_block": head}),
-                );
-                let input = block["input"].to_string();
-                let size = input.len().div_ceil(3).max(1);
-                for piece in pieces(&input, size) {
-                    sse_event(
-                        &mut out,
-                        &json!({"type": "content_block_delta", "index": index,
-                                "delta": {"type": "input_json_delta", "partial_json": piece}}),
-                    );
-                }
-            }
-            _ => {
-                sse_event(
-                    &mut out,
-                    &json!({"type": "content_block_start", "index": index,
-                            "content_block": {"type": "text", "text": ""}}),
-                );
-                for piece in pieces(block["text"].as_str().unwrap_or(""), 24) {
-                    sse_event(
-                        &mut out,
-                        &json!({"type": "content_block_delta", "index": index,
-                                "delta": {"type": "text_delta", "text": piece}}),
-                    );
-                }
-            }
-        }
-        sse_event(
-            &mut out,
-            &json!({"type": "content_block_stop", "index": index}),
-        );
-    }
-    // Newer API versions repeat the input figures here, cumulative, like output_tokens.
-    let usage = &message["usage"];
-    sse_event(
-        &mut out,
-        &json!({
-            "type": "message_delta",
-            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": null},
-            "usage": {
-                "input_tokens": usage["input_tokens"],
-                "cache_creation_input_tokens": usage["cache_creation_input_tokens"],
-                "cache_read_input_tokens": usage["cache_read_input_tokens"],
-                "output_tokens": usage["output_tokens"],
-            },
-        }),
-    );
-    sse_event(&mut out, &json!({"type": "message_stop"}));
-    out
 }
 
 async fn handle(
@@ -885,19 +403,14 @@ fn answer(state: &mut State, headers: &HeaderMap, raw: &[u8]) -> Response {
         all_tokens.extend_from_slice(&state.memo.tokens(&b.text));
     }
     let all_tokens: Arc<[u32]> = all_tokens.into();
-    if let Some(window) = state
-        .context_window
-        .filter(|&w| all_tokens.len() as u64 > w)
-    {
+    if let Some(window) = state.harness.exceeded(all_tokens.len() as u64) {
         state.records.push(record);
         return invalid_request(&format!(
             "prompt is too long: {} tokens > {window} maximum",
             all_tokens.len()
         ));
     }
-    let Some(reply) =
-        super::summary_reply(body.get("messages")).or_else(|| state.script.pop_front())
-    else {
+    let Some(reply) = state.harness.reply(body.get("messages")) else {
         record.status = 418;
         state.records.push(record);
         return error_response(
@@ -979,20 +492,19 @@ mod tests {
 
     fn state() -> State {
         State {
-            script: VecDeque::new(),
+            harness: Harness::default(),
             records: Vec::new(),
             entries: HashMap::new(),
             seen: Seen::default(),
             memo: TokenMemo::default(),
             clock_offset: Duration::ZERO,
-            context_window: None,
             min_tokens: Some(10),
             next_call_id: 1,
             next_message_id: 1,
         }
     }
 
-    fn block(text: &str, breakpoint: Option<CacheTtl>) -> SimBlock {
+    fn block(text: &str, breakpoint: Option<SimTtl>) -> SimBlock {
         SimBlock {
             role: "user".into(),
             text: text.into(),
@@ -1000,7 +512,7 @@ mod tests {
         }
     }
 
-    const M5: Option<CacheTtl> = Some(CacheTtl::FiveMinutes);
+    const M5: Option<SimTtl> = Some(SimTtl::FiveMinutes);
 
     #[test]
     fn reads_the_previous_breakpoint_through_the_lookback_and_writes_the_rest() {

@@ -12,7 +12,7 @@
 //!   /v1beta/cachedContents/{id}`, `GET /v1beta/cachedContents`, with `ttl` (default
 //!   `3600s`) or `expireTime`, answering the resource with `name`, `model`, `createTime`,
 //!   `updateTime`, `expireTime`, `displayName` and `usageMetadata.totalTokenCount`.
-//! - Answers come from a FIFO script of [`SimReply`]s. Function calls come **without
+//! - Answers come from a FIFO script of [`SimReply`](super::SimReply)s. Function calls come **without
 //!   ids**, like the real API; with [`GeminiSim::set_thought_signatures`] the first
 //!   `functionCall` part of a turn (or the last part of a text answer) carries a
 //!   `thoughtSignature`, and with [`GeminiSim::set_thoughts`] the turn starts with a
@@ -68,22 +68,49 @@
 //! created cached contents), whatever the minimum, drops or expiry: the most a cache could
 //! serve, which `cargo xtask bench cache` compares against.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use axum::body::Bytes;
 use axum::extract::State as AxumState;
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use halo_core::prefix::canonicalize;
 use serde_json::{Map, Value, json};
 
-use super::{
-    SCRIPT_EXHAUSTED, Seen, SimReply, SimServer, TokenMemo, common_prefix, lock, serve, tokens,
-};
-use crate::gemini::min_cacheable_tokens;
+use super::{Harness, Seen, SimServer, TokenMemo, lock, serve};
+
+mod check;
+mod generate;
+mod render;
+mod resources;
+
+use generate::generate;
+
+pub use resources::cached_content_tokens;
+use resources::{create, expiry, resource};
+
+/// The smallest prompt, in tokens, the simulator caches for `model`, implicitly or in a
+/// cached content (a create below it answers 400 `Cached content is too small`).
+///
+/// The simulator's own reading of <https://ai.google.dev/gemini-api/docs/caching> (the
+/// 2026-05 table: 2.5 Flash and 3 Flash 1,024, 2.5 Pro and 3 Pro 4,096; others 4,096, the
+/// largest documented), kept apart from the adapter's (`crate::gemini`), so a wrong copy
+/// is caught rather than shared.
+pub fn min_cacheable_tokens(model: &str) -> u64 {
+    let model = model.strip_prefix("models/").unwrap_or(model);
+    const TABLE: &[(&str, u64)] = &[
+        ("gemini-2.5-flash", 1024),
+        ("gemini-2.5-pro", 4096),
+        ("gemini-3-flash", 1024),
+        ("gemini-3-pro", 4096),
+    ];
+    TABLE
+        .iter()
+        .find(|(prefix, _)| model.starts_with(prefix))
+        .map_or(4096, |(_, n)| *n)
+}
 
 /// The `ttl` of a cached content created without one: 3600 s, one hour (the API's
 /// documented default, <https://ai.google.dev/gemini-api/docs/caching>).
@@ -174,7 +201,7 @@ struct CacheObject {
 
 #[derive(Debug)]
 struct State {
-    script: VecDeque<SimReply>,
+    harness: Harness,
     records: Vec<SimRecord>,
     caches: BTreeMap<String, CacheObject>,
     /// Accepted requests' sequences per model, for implicit hits; `drop_cache` clears it.
@@ -183,8 +210,6 @@ struct State {
     seen: Seen,
     memo: TokenMemo,
     min_tokens: Option<u64>,
-    /// The context window in tokens; `None`: no limit.
-    context_window: Option<u64>,
     thought_signatures: bool,
     thoughts: Option<String>,
     /// Signatures issued, for the signature check.
@@ -246,14 +271,13 @@ impl GeminiSim {
     /// The IO error when no loopback port can be bound.
     pub async fn start() -> std::io::Result<Self> {
         let state = Arc::new(Mutex::new(State {
-            script: VecDeque::new(),
+            harness: Harness::default(),
             records: Vec::new(),
             caches: BTreeMap::new(),
             implicit: Vec::new(),
             seen: Seen::default(),
             memo: TokenMemo::default(),
             min_tokens: None,
-            context_window: None,
             thought_signatures: false,
             thoughts: None,
             issued_signatures: Vec::new(),
@@ -283,20 +307,7 @@ impl GeminiSim {
         self.server.base_url()
     }
 
-    /// Appends one reply to the script.
-    pub fn push_reply(&self, reply: SimReply) {
-        self.lock().script.push_back(reply);
-    }
-
-    /// Replaces the script with `replies`, answered in order.
-    pub fn set_reply_script(&self, replies: impl IntoIterator<Item = SimReply>) {
-        self.lock().script = replies.into_iter().collect();
-    }
-
-    /// Replies not yet used.
-    pub fn remaining_replies(&self) -> usize {
-        self.lock().script.len()
-    }
+    script_methods!();
 
     /// Overrides the minimum cacheable length in tokens for every model (`None`: the
     /// per-model table, [`min_cacheable_tokens`]).
@@ -310,13 +321,7 @@ impl GeminiSim {
     /// allowed (M).`, the API's wording (<https://ai.google.dev/gemini-api/docs/long-context>),
     /// and uses no reply. `None` (the default): no limit.
     pub fn set_context_window(&self, tokens: Option<u64>) {
-        self.lock().context_window = tokens;
-    }
-
-    /// The context window set with [`set_context_window`](Self::set_context_window), in
-    /// tokens (`None`: no limit), to give the agent under test the same window.
-    pub fn context_window(&self) -> Option<u64> {
-        self.lock().context_window
+        self.lock().harness.set_window(tokens);
     }
 
     /// Whether answers carry `thoughtSignature`s (on the first function call of a turn, or
@@ -399,36 +404,6 @@ impl GeminiSim {
             .map(|r| r.body.clone())
             .collect()
     }
-}
-
-/// The tokens of a cached content: those of the canonical JSON (sorted keys, no whitespace)
-/// of its `{contents, systemInstruction, tools, toolConfig}` (what is present), as in a
-/// `POST cachedContents` body.
-pub fn cached_content_tokens(create_body: &Value) -> u64 {
-    tokens(&canonical(&cache_content(create_body))).len() as u64
-}
-
-/// The cacheable fields of a create body.
-fn cache_content(body: &Value) -> Value {
-    let mut out = Map::new();
-    for key in ["contents", "systemInstruction", "tools", "toolConfig"] {
-        if let Some(v) = body.get(key).filter(|v| !v.is_null()) {
-            out.insert(key.to_string(), v.clone());
-        }
-    }
-    Value::Object(out)
-}
-
-/// Canonical JSON text: sorted keys, no whitespace.
-fn canonical(value: &Value) -> String {
-    canonicalize(value.clone()).to_string()
-}
-
-/// One contents entry's linearized text.
-fn content_piece(content: &Value) -> String {
-    let mut s = canonical(content);
-    s.push('\n');
-    s
 }
 
 fn error_body(code: u16, status: &str, message: &str) -> Value {
@@ -599,690 +574,5 @@ fn route(
             "NOT_FOUND",
             "The requested URL was not found on this server.",
         )),
-    }
-}
-
-/// `ttl` (a duration) or `expireTime` (not parsed: the simulator takes only `ttl`), else
-/// the default TTL.
-fn expiry(body: &Value, now: SystemTime) -> Result<SystemTime, (StatusCode, Value)> {
-    match body.get("ttl") {
-        None | Some(Value::Null) => Ok(now + DEFAULT_TTL),
-        Some(v) => {
-            let secs = v
-                .as_str()
-                .and_then(|s| s.strip_suffix('s'))
-                .and_then(|s| s.parse::<f64>().ok())
-                .filter(|s| s.is_finite() && *s > 0.0)
-                .ok_or_else(|| {
-                    invalid(format!(
-                        "Invalid value at 'ttl' ({v}): expected a duration such as \"3600s\""
-                    ))
-                })?;
-            Ok(now + Duration::from_secs_f64(secs))
-        }
-    }
-}
-
-fn create(state: &mut State, body: &Value, now: SystemTime) -> Reply {
-    let model = body
-        .get("model")
-        .and_then(Value::as_str)
-        .filter(|m| m.starts_with("models/"))
-        .ok_or_else(|| invalid("* CachedContent.model: model is required as `models/{model}`"))?
-        .to_string();
-    check_contents(body.get("contents").unwrap_or(&Value::Null), true)?;
-    check_tool_config(body.get("tools"), body.get("toolConfig"))?;
-    let content = match cache_content(body) {
-        Value::Object(m) => m,
-        _ => Map::new(),
-    };
-    let seq: Arc<[u32]> = tokens(&canonical(&Value::Object(content.clone()))).into();
-    let total = seq.len() as u64;
-    let minimum = state.minimum(&model);
-    if total < minimum {
-        return Err(invalid(format!(
-            "Cached content is too small. total_token_count={total}, min_total_token_count={minimum}"
-        )));
-    }
-    let expire_time = expiry(body, now)?;
-    let name = format!("cachedContents/sim{:08}", state.next_cache_id);
-    state.next_cache_id += 1;
-    let object = CacheObject {
-        public: SimCachedContent {
-            name: name.clone(),
-            model,
-            tokens: total,
-            expire_time,
-            display_name: body
-                .get("displayName")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-        },
-        create_time: now,
-        update_time: now,
-        content,
-        token_seq: seq.clone(),
-    };
-    let answer = resource(&object);
-    state.seen.push(seq);
-    state.caches.insert(name, object);
-    Ok(Answer::Json(answer))
-}
-
-/// The resource JSON of a cached content (without its contents, as the API's `get`).
-fn resource(c: &CacheObject) -> Value {
-    json!({
-        "name": c.public.name,
-        "model": c.public.model,
-        "createTime": rfc3339(c.create_time),
-        "updateTime": rfc3339(c.update_time),
-        "expireTime": rfc3339(c.public.expire_time),
-        "displayName": c.public.display_name,
-        "usageMetadata": {"totalTokenCount": c.public.tokens},
-    })
-}
-
-/// The declared function names of a `tools` value.
-fn declared(tools: Option<&Value>) -> Vec<String> {
-    tools
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t.get("functionDeclarations").and_then(Value::as_array))
-        .flatten()
-        .filter_map(|f| f.get("name").and_then(Value::as_str).map(str::to_string))
-        .collect()
-}
-
-/// `toolConfig.functionCallingConfig`: a known mode, and `allowedFunctionNames` only with
-/// `ANY` or `VALIDATED`, naming declared functions
-/// (<https://ai.google.dev/api/caching#FunctionCallingConfig>).
-fn check_tool_config(
-    tools: Option<&Value>,
-    tool_config: Option<&Value>,
-) -> Result<(), (StatusCode, Value)> {
-    let Some(config) = tool_config
-        .and_then(|c| c.get("functionCallingConfig"))
-        .filter(|c| !c.is_null())
-    else {
-        return Ok(());
-    };
-    let mode = config.get("mode").and_then(Value::as_str).unwrap_or("AUTO");
-    if !["AUTO", "ANY", "NONE", "VALIDATED", "MODE_UNSPECIFIED"].contains(&mode) {
-        return Err(invalid(format!(
-            "Invalid value at 'tool_config.function_calling_config.mode' (type.googleapis.com/google.ai.generativelanguage.v1beta.FunctionCallingConfig.Mode), \"{mode}\""
-        )));
-    }
-    let allowed: Vec<&str> = config
-        .get("allowedFunctionNames")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
-    if allowed.is_empty() {
-        return Ok(());
-    }
-    if mode != "ANY" && mode != "VALIDATED" {
-        return Err(invalid(
-            "* GenerateContentRequest.tool_config.function_calling_config.allowed_function_names: allowed_function_names can only be set when mode is ANY or VALIDATED.",
-        ));
-    }
-    let names = declared(tools);
-    if let Some(unknown) = allowed.iter().find(|a| !names.iter().any(|n| n == *a)) {
-        return Err(invalid(format!(
-            "* GenerateContentRequest.tool_config.function_calling_config.allowed_function_names: function `{unknown}` is not declared in tools."
-        )));
-    }
-    Ok(())
-}
-
-/// `generationConfig`: a `responseSchema` needs `responseMimeType: application/json`, and a
-/// JSON response next to function declarations is refused before Gemini 3.
-fn check_generation_config(
-    model: &str,
-    config: Option<&Value>,
-    tools: Option<&Value>,
-) -> Result<(), (StatusCode, Value)> {
-    let Some(config) = config else {
-        return Ok(());
-    };
-    let json = config.get("responseMimeType").and_then(Value::as_str) == Some("application/json");
-    if config.get("responseSchema").is_some_and(|s| !s.is_null()) && !json {
-        return Err(invalid(
-            "* GenerateContentRequest.generation_config.response_schema: response_mime_type must be set to application/json when response_schema is set.",
-        ));
-    }
-    if json && !declared(tools).is_empty() && !crate::gemini::json_with_tools(model) {
-        return Err(invalid(
-            "Function calling with a response mime type: 'application/json' is unsupported",
-        ));
-    }
-    Ok(())
-}
-
-/// Roles, and (in requests) that every function-call turn is answered.
-fn check_contents(contents: &Value, allow_empty: bool) -> Result<(), (StatusCode, Value)> {
-    let list = match contents {
-        Value::Null if allow_empty => return Ok(()),
-        Value::Array(list) if allow_empty || !list.is_empty() => list,
-        _ => {
-            return Err(invalid(
-                "* GenerateContentRequest.contents: contents is not specified",
-            ));
-        }
-    };
-    for (i, c) in list.iter().enumerate() {
-        let role = role_of(c);
-        if role != "user" && role != "model" {
-            return Err(invalid(format!(
-                "Please use a valid role: user, model. (contents[{i}].role = {role})"
-            )));
-        }
-        let parts = c.get("parts").and_then(Value::as_array);
-        if parts.is_none_or(|p| p.is_empty()) {
-            return Err(invalid(format!(
-                "* GenerateContentRequest.contents[{i}].parts: contents.parts must not be empty."
-            )));
-        }
-        for (j, part) in parts_of(c).iter().enumerate() {
-            if !has_data(part) {
-                return Err(invalid(format!(
-                    "* GenerateContentRequest.contents[{i}].parts[{j}].data: required oneof field 'data' must have one initialized field"
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Whether a part sets its `data` oneof, as the real API checks it: an empty `text` does
-/// not count (Gemini answers `{"text": ""}` with HTTP 400 "required oneof field 'data'
-/// must have one initialized field"), except on a part that carries a `thoughtSignature`
-/// (the signed empty text part Gemini itself sends at the end of an answer).
-fn has_data(part: &Value) -> bool {
-    const DATA: [&str; 6] = [
-        "inlineData",
-        "fileData",
-        "functionCall",
-        "functionResponse",
-        "executableCode",
-        "codeExecutionResult",
-    ];
-    if DATA
-        .iter()
-        .any(|f| part.get(*f).is_some_and(|v| !v.is_null()))
-    {
-        return true;
-    }
-    match part.get("text").and_then(Value::as_str) {
-        Some("") => part.get("thoughtSignature").is_some_and(|s| s.is_string()),
-        Some(_) => true,
-        None => false,
-    }
-}
-
-/// A content's role; a content without one is a `user` content.
-fn role_of(content: &Value) -> &str {
-    content
-        .get("role")
-        .and_then(Value::as_str)
-        .unwrap_or("user")
-}
-
-fn parts_of(content: &Value) -> &[Value] {
-    content
-        .get("parts")
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice)
-}
-
-fn call_names(content: &Value, field: &str) -> Vec<String> {
-    parts_of(content)
-        .iter()
-        .filter_map(|p| p.get(field))
-        .map(|f| {
-            f.get("name")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
-        })
-        .collect()
-}
-
-/// The function-call pairing, the ids the simulator never issued, and (with signatures
-/// on) the signatures of the current turn.
-fn check_calls(all: &[Value], signatures: Option<&[String]>) -> Result<(), (StatusCode, Value)> {
-    for (i, c) in all.iter().enumerate() {
-        for p in parts_of(c) {
-            for field in ["functionCall", "functionResponse"] {
-                if let Some(id) = p.get(field).and_then(|f| f.get("id")) {
-                    return Err(invalid(format!(
-                        "contents[{i}]: {field}.id {id} was never issued by this API (the simulator sends calls without ids)"
-                    )));
-                }
-            }
-        }
-        let calls = call_names(c, "functionCall");
-        let responses = call_names(c, "functionResponse");
-        if !calls.is_empty() {
-            // A user turn and a function-response turn are both `user` contents.
-            let after_user = i
-                .checked_sub(1)
-                .and_then(|j| all.get(j))
-                .is_some_and(|before| role_of(before) == "user");
-            if !after_user {
-                return Err(invalid(FUNCTION_CALL_TURN_ORDER));
-            }
-            let answered = all
-                .get(i + 1)
-                .map(|n| call_names(n, "functionResponse"))
-                .unwrap_or_default();
-            if answered != calls {
-                return Err(invalid(format!(
-                    "Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn. (contents[{i}] calls {calls:?}, the next content answers {answered:?})"
-                )));
-            }
-        }
-        if !responses.is_empty() {
-            let asked = i
-                .checked_sub(1)
-                .and_then(|j| all.get(j))
-                .map(|p| call_names(p, "functionCall"))
-                .unwrap_or_default();
-            if asked != responses {
-                return Err(invalid(format!(
-                    "Please ensure that function response turn comes immediately after a function call turn. (contents[{i}])"
-                )));
-            }
-        }
-    }
-    if let Some(issued) = signatures {
-        // The current turn: from the last user content with ordinary (non-response) parts.
-        let start = all
-            .iter()
-            .rposition(|c| {
-                c.get("role").and_then(Value::as_str) != Some("model")
-                    && parts_of(c)
-                        .iter()
-                        .any(|p| p.get("functionResponse").is_none())
-            })
-            .unwrap_or(0);
-        for (i, c) in all.iter().enumerate().skip(start) {
-            let first_call = parts_of(c).iter().find(|p| p.get("functionCall").is_some());
-            if let Some(part) = first_call {
-                let ok = part
-                    .get("thoughtSignature")
-                    .and_then(Value::as_str)
-                    .is_some_and(|s| issued.iter().any(|x| x == s));
-                if !ok {
-                    return Err(invalid(format!(
-                        "Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, function call `default_api:{}` , position {}. Please refer to https://ai.google.dev/gemini-api/docs/thought-signatures for more details.",
-                        part["functionCall"]["name"].as_str().unwrap_or_default(),
-                        i + 1
-                    )));
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-fn generate(state: &mut State, model: &str, body: &Value, stream: Option<bool>) -> Reply {
-    check_contents(body.get("contents").unwrap_or(&Value::Null), false)?;
-    let contents = body["contents"].as_array().cloned().unwrap_or_default();
-    let model_path = format!("models/{model}");
-    let cached = match body.get("cachedContent").and_then(Value::as_str) {
-        None => None,
-        Some(name) => {
-            if ["systemInstruction", "tools", "toolConfig"]
-                .iter()
-                .any(|k| body.get(*k).is_some_and(|v| !v.is_null()))
-            {
-                return Err(invalid(
-                    "CachedContent can not be used with GenerateContent request setting system_instruction, tools or tool_config.\n\nProposed fix: move those values to CachedContent from GenerateContent request.",
-                ));
-            }
-            let c = state.caches.get(name).ok_or_else(|| {
-                error(StatusCode::FORBIDDEN, "PERMISSION_DENIED", CACHE_NOT_FOUND)
-            })?;
-            if c.public.model != model_path {
-                return Err(invalid(format!(
-                    "Model used by GenerateContent request ({model_path}) and CachedContent ({}) has to be the same.",
-                    c.public.model
-                )));
-            }
-            Some(c.clone())
-        }
-    };
-    // Tools and tool config from the request or from its cached content.
-    let tools = cached
-        .as_ref()
-        .and_then(|c| c.content.get("tools").cloned())
-        .or_else(|| body.get("tools").cloned());
-    let tool_config = cached
-        .as_ref()
-        .and_then(|c| c.content.get("toolConfig").cloned())
-        .or_else(|| body.get("toolConfig").cloned());
-    check_tool_config(tools.as_ref(), tool_config.as_ref())?;
-    check_generation_config(model, body.get("generationConfig"), tools.as_ref())?;
-    let all_contents: Vec<Value> = cached
-        .as_ref()
-        .and_then(|c| c.content.get("contents"))
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .chain(&contents)
-        .cloned()
-        .collect();
-    let issued = state.issued_signatures.clone();
-    check_calls(
-        &all_contents,
-        state.thought_signatures.then_some(issued.as_slice()),
-    )?;
-    // The linearized request.
-    let head: Arc<[u32]> = match &cached {
-        Some(c) => c.token_seq.clone(),
-        None => {
-            let mut h = Map::new();
-            for key in ["systemInstruction", "tools", "toolConfig"] {
-                if let Some(v) = body.get(key).filter(|v| !v.is_null()) {
-                    h.insert(key.to_string(), v.clone());
-                }
-            }
-            if h.is_empty() {
-                Arc::from(Vec::new())
-            } else {
-                state.memo.tokens(&canonical(&Value::Object(h)))
-            }
-        }
-    };
-    let mut seq: Vec<u32> = head.to_vec();
-    for c in &contents {
-        seq.extend_from_slice(&state.memo.tokens(&content_piece(c)));
-    }
-    let seq: Arc<[u32]> = seq.into();
-    if let Some(window) = state.context_window.filter(|&w| seq.len() as u64 > w) {
-        return Err(invalid(format!(
-            "The input token count ({}) exceeds the maximum number of tokens allowed ({window}).",
-            seq.len()
-        )));
-    }
-    let Some(reply) =
-        super::summary_reply(body.get("contents")).or_else(|| state.script.pop_front())
-    else {
-        return Err(error(
-            StatusCode::IM_A_TEAPOT,
-            "FAILED_PRECONDITION",
-            SCRIPT_EXHAUSTED,
-        ));
-    };
-    let explicit = cached.as_ref().map_or(0, |c| c.public.tokens);
-    let minimum = state.minimum(model);
-    let implicit = state
-        .implicit
-        .iter()
-        .filter(|(m, _)| m == model)
-        .map(|(_, earlier)| common_prefix(&seq, earlier) as u64)
-        .max()
-        .unwrap_or(0);
-    let implicit = if implicit >= minimum { implicit } else { 0 };
-    let seen = state.seen.longest_prefix(&seq) as u64;
-    state.implicit.push((model.to_string(), seq.clone()));
-    state.seen.push(seq.clone());
-
-    let response_id = format!("sim-response-{}", state.next_response);
-    state.next_response += 1;
-    let signature = state
-        .thought_signatures
-        .then(|| format!("sim-signature-{response_id}"));
-    if let Some(s) = &signature {
-        state.issued_signatures.push(s.clone());
-    }
-    let thoughts = state.thoughts.clone();
-    let turn = Turn::new(reply, signature, thoughts);
-    let usage = SimUsage {
-        prompt_tokens: seq.len() as u64,
-        cached_tokens: explicit.max(implicit),
-        explicit_tokens: explicit,
-        output_tokens: turn.output_tokens(),
-        thoughts_tokens: turn.thought_tokens(),
-        seen_prefix_tokens: seen,
-    };
-    let body = match stream {
-        None => json_response(
-            StatusCode::OK,
-            &turn.whole(&usage_json(&usage), model, &response_id),
-        ),
-        Some(sse) => {
-            let chunks = turn.chunks(&usage_json(&usage), model, &response_id);
-            if sse {
-                let text: String = chunks
-                    .iter()
-                    .map(|c| format!("data: {c}\r\n\r\n"))
-                    .collect();
-                (
-                    StatusCode::OK,
-                    [(header::CONTENT_TYPE, "text/event-stream")],
-                    text,
-                )
-                    .into_response()
-            } else {
-                json_response(StatusCode::OK, &Value::Array(chunks))
-            }
-        }
-    };
-    Ok(Answer::Generated { body, usage })
-}
-
-fn usage_json(u: &SimUsage) -> Value {
-    let mut m = Map::new();
-    m.insert("promptTokenCount".into(), u.prompt_tokens.into());
-    m.insert("candidatesTokenCount".into(), u.output_tokens.into());
-    if u.cached_tokens > 0 {
-        m.insert("cachedContentTokenCount".into(), u.cached_tokens.into());
-    }
-    if u.thoughts_tokens > 0 {
-        m.insert("thoughtsTokenCount".into(), u.thoughts_tokens.into());
-    }
-    m.insert(
-        "totalTokenCount".into(),
-        (u.prompt_tokens + u.output_tokens + u.thoughts_tokens).into(),
-    );
-    Value::Object(m)
-}
-
-/// One scripted answer in Gemini's parts.
-struct Turn {
-    reply: SimReply,
-    signature: Option<String>,
-    thoughts: Option<String>,
-}
-
-impl Turn {
-    fn new(reply: SimReply, signature: Option<String>, thoughts: Option<String>) -> Self {
-        Turn {
-            reply,
-            signature,
-            thoughts,
-        }
-    }
-
-    fn output_tokens(&self) -> u64 {
-        match &self.reply {
-            SimReply::Text(t) => tokens(t).len() as u64,
-            SimReply::ToolCalls(calls) => calls
-                .iter()
-                .map(|(name, args)| {
-                    tokens(&json!({"name": name, "args": args}).to_string()).len() as u64
-                })
-                .sum(),
-        }
-    }
-
-    fn thought_tokens(&self) -> u64 {
-        self.thoughts
-            .as_deref()
-            .map_or(0, |t| tokens(t).len() as u64)
-    }
-
-    fn thought_part(&self) -> Option<Value> {
-        self.thoughts
-            .as_ref()
-            .map(|t| json!({"text": t, "thought": true}))
-    }
-
-    fn call_parts(&self, calls: &[(String, Value)]) -> Vec<Value> {
-        calls
-            .iter()
-            .enumerate()
-            .map(|(i, (name, args))| {
-                let mut part = json!({"functionCall": {"name": name, "args": args}});
-                if i == 0
-                    && let Some(s) = &self.signature
-                {
-                    part["thoughtSignature"] = Value::String(s.clone());
-                }
-                part
-            })
-            .collect()
-    }
-
-    fn candidate(parts: Vec<Value>, finish: bool) -> Value {
-        let mut c = json!({"content": {"role": "model", "parts": parts}, "index": 0});
-        if finish {
-            c["finishReason"] = Value::String("STOP".into());
-        }
-        c
-    }
-
-    fn response(candidate: Value, usage: &Value, model: &str, id: &str) -> Value {
-        json!({
-            "candidates": [candidate],
-            "usageMetadata": usage,
-            "modelVersion": model,
-            "responseId": id,
-        })
-    }
-
-    fn whole(&self, usage: &Value, model: &str, id: &str) -> Value {
-        let mut parts: Vec<Value> = self.thought_part().into_iter().collect();
-        match &self.reply {
-            SimReply::Text(t) => {
-                let mut part = json!({ "text": t });
-                if let Some(s) = &self.signature {
-                    part["thoughtSignature"] = Value::String(s.clone());
-                }
-                parts.push(part);
-            }
-            SimReply::ToolCalls(calls) => parts.extend(self.call_parts(calls)),
-        }
-        Self::response(Self::candidate(parts, true), usage, model, id)
-    }
-
-    /// The streamed chunks: the thought, the text in three pieces (or the calls whole),
-    /// then a last chunk with `STOP`, an empty text part (holding a text answer's
-    /// signature) and the usage. Earlier chunks carry the prompt count only.
-    fn chunks(&self, usage: &Value, model: &str, id: &str) -> Vec<Value> {
-        let partial = json!({"promptTokenCount": usage["promptTokenCount"]});
-        let mut out = Vec::new();
-        if let Some(t) = self.thought_part() {
-            out.push(Self::response(
-                Self::candidate(vec![t], false),
-                &partial,
-                model,
-                id,
-            ));
-        }
-        let mut last = json!({ "text": "" });
-        match &self.reply {
-            SimReply::Text(t) => {
-                for piece in split3(t) {
-                    out.push(Self::response(
-                        Self::candidate(vec![json!({ "text": piece })], false),
-                        &partial,
-                        model,
-                        id,
-                    ));
-                }
-                if let Some(s) = &self.signature {
-                    last["thoughtSignature"] = Value::String(s.clone());
-                }
-            }
-            SimReply::ToolCalls(calls) => out.push(Self::response(
-                Self::candidate(self.call_parts(calls), false),
-                &partial,
-                model,
-                id,
-            )),
-        }
-        out.push(Self::response(
-            Self::candidate(vec![last], true),
-            usage,
-            model,
-            id,
-        ));
-        out
-    }
-}
-
-/// `text` in three pieces on char boundaries (fewer for short texts, never an empty one).
-fn split3(text: &str) -> Vec<&str> {
-    let chars: Vec<(usize, char)> = text.char_indices().collect();
-    if chars.len() < 3 {
-        return if text.is_empty() {
-            Vec::new()
-        } else {
-            vec![text]
-        };
-    }
-    let a = chars[chars.len() / 3].0;
-    let b = chars[2 * chars.len() / 3].0;
-    vec![&text[..a], &text[a..b], &text[b..]]
-}
-
-/// RFC 3339 in UTC with millisecond precision (`2026-05-07T12:00:00.123Z`), the form
-/// Google's JSON timestamps take. Days to civil date: Howard Hinnant's algorithm
-/// (<https://howardhinnant.github.io/date_algorithms.html#civil_from_days>).
-fn rfc3339(t: SystemTime) -> String {
-    let d = t.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs();
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        d.subsec_millis()
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timestamps_are_rfc3339() {
-        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
-        let t = UNIX_EPOCH + Duration::from_millis(1_709_210_096_789); // a leap day
-        assert_eq!(rfc3339(t), "2024-02-29T12:34:56.789Z");
-    }
-
-    #[test]
-    fn text_splits_on_char_boundaries() {
-        assert_eq!(split3("héllo wörld"), ["hél", "lo w", "örld"]);
-        assert_eq!(split3("hi"), ["hi"]);
-        assert!(split3("").is_empty());
     }
 }

@@ -60,7 +60,7 @@
 //! whatever the pool — the theoretical maximum a cache could serve ("every token already
 //! sent before is cached"), which `cargo xtask bench cache` compares against.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use axum::body::Bytes;
@@ -70,9 +70,19 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 
+use super::breakpoints::{self, Breakpoints, breakpoint_model};
 use super::{
-    SCRIPT_EXHAUSTED, Seen, SimReply, SimServer, TokenMemo, common_prefix, lock, serve, tokens,
+    Harness, SCRIPT_EXHAUSTED, Seen, SimServer, TokenMemo, common_prefix, lock, serve, tokens,
 };
+
+mod cache;
+mod check;
+mod render;
+
+use cache::{cached_tokens, marker_positions, pool_key, push_unique};
+
+use check::{check_request, context_error, invalid_request};
+use render::{completion_text, reply_message, stream_body, usage_json};
 
 /// OpenAI caches nothing for a shared prefix shorter than this many tokens
 /// (<https://platform.openai.com/docs/guides/prompt-caching>).
@@ -149,6 +159,9 @@ pub struct SimRecord {
     pub seen_prefix_tokens: u64,
     /// Tokens of the generated answer (0 when rejected).
     pub completion_tokens: u64,
+    /// Tokens written to the cache, billed at 1.25× (GPT-5.6 and later models, which cache
+    /// at breakpoints: [`super::breakpoints`]); 0 otherwise.
+    pub cache_write_tokens: u64,
 }
 
 /// Stored token sequences of one cache pool.
@@ -158,15 +171,15 @@ struct Pool {
     prompts: Vec<Arc<[u32]>>,
     /// DeepSeek: the persisted prefix units.
     units: Vec<Arc<[u32]>>,
+    /// OpenAI GPT-5.6 and later: the written breakpoints.
+    breakpoints: Breakpoints,
 }
 
 #[derive(Debug)]
 struct State {
     profile: SimProfile,
     deepseek_units: DeepSeekUnits,
-    /// The context window in tokens; `None`: no limit.
-    context_window: Option<u64>,
-    script: VecDeque<SimReply>,
+    harness: Harness,
     records: Vec<SimRecord>,
     pools: HashMap<String, Pool>,
     /// Every accepted prompt, for `seen_prefix_tokens`; `drop_cache` keeps it.
@@ -178,12 +191,15 @@ struct State {
 }
 
 impl State {
-    fn tokens_of(&mut self, segments: Vec<String>) -> Vec<u32> {
+    /// The tokens of `segments` concatenated, and where each segment ends.
+    fn tokens_of(&mut self, segments: Vec<String>) -> (Vec<u32>, Vec<usize>) {
         let mut out = Vec::new();
+        let mut ends = Vec::with_capacity(segments.len());
         for segment in segments {
             out.extend_from_slice(&self.memo.tokens(&segment));
+            ends.push(out.len());
         }
-        out
+        (out, ends)
     }
 }
 
@@ -228,8 +244,7 @@ impl OpenAiSim {
         let state = Arc::new(Mutex::new(State {
             profile,
             deepseek_units: DeepSeekUnits::Current,
-            context_window: None,
-            script: VecDeque::new(),
+            harness: Harness::default(),
             records: Vec::new(),
             pools: HashMap::new(),
             seen: Seen::default(),
@@ -280,29 +295,10 @@ impl OpenAiSim {
     ///
     /// `None` (the default): no limit.
     pub fn set_context_window(&self, tokens: Option<u64>) {
-        self.lock().context_window = tokens;
+        self.lock().harness.set_window(tokens);
     }
 
-    /// The context window set with [`set_context_window`](Self::set_context_window), in
-    /// tokens (`None`: no limit), to give the agent under test the same window.
-    pub fn context_window(&self) -> Option<u64> {
-        self.lock().context_window
-    }
-
-    /// Appends one reply to the script.
-    pub fn push_reply(&self, reply: SimReply) {
-        self.lock().script.push_back(reply);
-    }
-
-    /// Replaces the script with `replies`, answered in order.
-    pub fn set_reply_script(&self, replies: impl IntoIterator<Item = SimReply>) {
-        self.lock().script = replies.into_iter().collect();
-    }
-
-    /// Replies not yet used.
-    pub fn remaining_replies(&self) -> usize {
-        self.lock().script.len()
-    }
+    script_methods!();
 
     /// Forgets every cached prefix (all pools), as an eviction would: the next request is a
     /// full miss. `seen_prefix_tokens` still counts what was sent before.
@@ -408,400 +404,6 @@ fn render_message(message: &Value) -> String {
     out
 }
 
-/// A 400 in OpenAI's error shape.
-fn invalid_request(message: &str, param: Option<&str>) -> Response {
-    let body = json!({"error": {
-        "message": message,
-        "type": "invalid_request_error",
-        "param": param,
-        "code": null,
-    }});
-    (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
-}
-
-/// The profile's context-window error (see [`OpenAiSim::set_context_window`]) for a request
-/// of `prompt` tokens asking for at most `completion` tokens, when they exceed `window`.
-fn context_error(
-    profile: SimProfile,
-    window: u64,
-    prompt: u64,
-    completion: Option<u64>,
-) -> Option<Response> {
-    let requested = prompt + completion.unwrap_or(0);
-    if requested <= window {
-        return None;
-    }
-    let head = format!("This model's maximum context length is {window} tokens. However, ");
-    let (message, param, code) = match (profile, completion) {
-        (SimProfile::OpenAi, None) => (
-            format!(
-                "{head}your messages resulted in {prompt} tokens. Please reduce the length of the messages."
-            ),
-            json!("messages"),
-            "context_length_exceeded",
-        ),
-        (SimProfile::OpenAi, Some(c)) => (
-            format!(
-                "{head}you requested {requested} tokens ({prompt} in the messages, {c} in the completion). Please reduce the length of the messages or completion."
-            ),
-            json!("messages"),
-            "context_length_exceeded",
-        ),
-        (SimProfile::DeepSeek, c) => (
-            format!(
-                "{head}you requested {requested} tokens ({prompt} in the messages, {} in the completion). Please reduce the length of the messages or completion.",
-                c.unwrap_or(0)
-            ),
-            Value::Null,
-            "invalid_request_error",
-        ),
-    };
-    let body = json!({"error": {
-        "message": message,
-        "type": "invalid_request_error",
-        "param": param,
-        "code": code,
-    }});
-    Some((StatusCode::BAD_REQUEST, axum::Json(body)).into_response())
-}
-
-/// `tool_choice`: a mode, a named function of the request, or (OpenAI) the allowed-tools
-/// form naming functions of the request, with mode `auto` or `required`
-/// (<https://platform.openai.com/docs/api-reference/chat/create#chat-create-tool_choice>).
-fn check_tool_choice(profile: SimProfile, body: &Value) -> Result<(), String> {
-    let Some(choice) = body.get("tool_choice").filter(|c| !c.is_null()) else {
-        return Ok(());
-    };
-    let names: Vec<&str> = body
-        .get("tools")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|t| t.pointer("/function/name").and_then(Value::as_str))
-        .collect();
-    if names.is_empty() {
-        return Err("Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified.".into());
-    }
-    let known = |name: Option<&str>| -> Result<(), String> {
-        match name {
-            Some(n) if names.contains(&n) => Ok(()),
-            Some(n) => Err(format!(
-                "Invalid value for 'tool_choice': no function named '{n}' was specified in the 'tools' parameter."
-            )),
-            None => Err("Missing required parameter: 'tool_choice.function.name'.".into()),
-        }
-    };
-    match choice {
-        Value::String(m) if ["auto", "none", "required"].contains(&m.as_str()) => Ok(()),
-        Value::String(m) => Err(format!(
-            "Invalid value: '{m}'. Supported values are: 'none', 'auto', and 'required'."
-        )),
-        Value::Object(o) => match o.get("type").and_then(Value::as_str) {
-            Some("function") => known(choice.pointer("/function/name").and_then(Value::as_str)),
-            Some("allowed_tools") if profile == SimProfile::OpenAi => {
-                let mode = choice
-                    .pointer("/allowed_tools/mode")
-                    .and_then(Value::as_str);
-                if !matches!(mode, Some("auto" | "required")) {
-                    return Err("Invalid value for 'tool_choice.allowed_tools.mode': supported values are 'auto' and 'required'.".into());
-                }
-                let tools = choice
-                    .pointer("/allowed_tools/tools")
-                    .and_then(Value::as_array)
-                    .filter(|t| !t.is_empty())
-                    .ok_or("Invalid 'tool_choice.allowed_tools.tools': empty array. Expected an array with minimum length 1.")?;
-                for tool in tools {
-                    if tool.get("type").and_then(Value::as_str) != Some("function") {
-                        return Err("Invalid value for 'tool_choice.allowed_tools.tools[].type': expected 'function'.".into());
-                    }
-                    known(tool.pointer("/function/name").and_then(Value::as_str))?;
-                }
-                Ok(())
-            }
-            other => Err(format!(
-                "Invalid value for 'tool_choice.type': {}.",
-                other.unwrap_or("missing")
-            )),
-        },
-        _ => Err("Invalid type for 'tool_choice': expected a string or an object.".into()),
-    }
-}
-
-/// `response_format`: `text`, `json_object`, or (OpenAI) `json_schema` with a valid name and
-/// a schema; `strict: true` needs every object closed and every property required
-/// (<https://platform.openai.com/docs/guides/structured-outputs#supported-schemas>).
-/// DeepSeek answers `json_schema` as its API does: not available.
-fn check_response_format(profile: SimProfile, body: &Value) -> Result<(), String> {
-    let Some(format) = body.get("response_format").filter(|f| !f.is_null()) else {
-        return Ok(());
-    };
-    match format.get("type").and_then(Value::as_str) {
-        Some("text" | "json_object") => Ok(()),
-        Some("json_schema") if profile == SimProfile::DeepSeek => {
-            Err("This response_format type is unavailable now".into())
-        }
-        Some("json_schema") => {
-            let name = format
-                .pointer("/json_schema/name")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let name_ok = !name.is_empty()
-                && name.len() <= 64
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-            if !name_ok {
-                return Err(format!(
-                    "Invalid 'response_format.json_schema.name': '{name}'. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'."
-                ));
-            }
-            let schema = format
-                .pointer("/json_schema/schema")
-                .filter(|s| s.is_object())
-                .ok_or("Missing required parameter: 'response_format.json_schema.schema'.")?;
-            if format.pointer("/json_schema/strict") == Some(&Value::Bool(true)) {
-                strict_ok(schema, name)?;
-            }
-            Ok(())
-        }
-        other => Err(format!(
-            "Invalid value: '{}'. Supported values are: 'text', 'json_object', and 'json_schema'.",
-            other.unwrap_or("missing")
-        )),
-    }
-}
-
-/// Strict mode's rules for every object of the schema.
-fn strict_ok(schema: &Value, name: &str) -> Result<(), String> {
-    let Value::Object(map) = schema else {
-        return Ok(());
-    };
-    if map.get("type").and_then(Value::as_str) == Some("object") || map.contains_key("properties") {
-        if map.get("additionalProperties") != Some(&Value::Bool(false)) {
-            return Err(format!(
-                "Invalid schema for response_format '{name}': In context=(), 'additionalProperties' is required to be supplied and to be false."
-            ));
-        }
-        let required: Vec<&str> = map
-            .get("required")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        for key in map
-            .get("properties")
-            .and_then(Value::as_object)
-            .into_iter()
-            .flat_map(|p| p.keys())
-        {
-            if !required.contains(&key.as_str()) {
-                return Err(format!(
-                    "Invalid schema for response_format '{name}': In context=(), 'required' is required to be supplied and to be an array including every key in properties. Missing '{key}'."
-                ));
-            }
-        }
-    }
-    for value in map.values() {
-        match value {
-            Value::Object(_) => strict_ok(value, name)?,
-            Value::Array(items) => {
-                for item in items {
-                    strict_ok(item, name)?;
-                }
-            }
-            _ => {}
-        }
-    }
-    Ok(())
-}
-
-/// The checks the real APIs make that matter to Halo: `model` and `messages` present, and
-/// every assistant tool call answered by exactly one `tool` message right after it, with no
-/// orphan `tool` message. Returns `(message, param)` of the 400 to send.
-fn check_request(profile: SimProfile, body: &Value) -> Result<(), (String, &'static str)> {
-    if body.get("model").and_then(Value::as_str).is_none() {
-        return Err(("you must provide a model parameter".into(), "model"));
-    }
-    check_tool_choice(profile, body).map_err(|m| (m, "tool_choice"))?;
-    check_response_format(profile, body).map_err(|m| (m, "response_format"))?;
-    let messages = body
-        .get("messages")
-        .and_then(Value::as_array)
-        .filter(|m| !m.is_empty())
-        .ok_or((
-            "'messages' is a required property and must be a non-empty array".to_string(),
-            "messages",
-        ))?;
-    let mut i = 0;
-    while i < messages.len() {
-        match messages[i].get("role").and_then(Value::as_str) {
-            Some("assistant") => {
-                let mut open: Vec<&str> = Vec::new();
-                for call in messages[i]
-                    .get("tool_calls")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    let id = call.get("id").and_then(Value::as_str).unwrap_or("");
-                    if id.is_empty() || open.contains(&id) {
-                        return Err((
-                            format!("messages.[{i}]: tool call ids must be unique and non-empty"),
-                            "messages",
-                        ));
-                    }
-                    open.push(id);
-                }
-                let mut j = i + 1;
-                while let Some(next) = messages.get(j)
-                    && next.get("role").and_then(Value::as_str) == Some("tool")
-                {
-                    let id = next
-                        .get("tool_call_id")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    let Some(pos) = open.iter().position(|o| *o == id) else {
-                        return Err((
-                            format!(
-                                "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'. messages.[{j}].tool_call_id `{id}` answers no open call"
-                            ),
-                            "messages",
-                        ));
-                    };
-                    open.swap_remove(pos);
-                    j += 1;
-                }
-                if !open.is_empty() {
-                    return Err((
-                        format!(
-                            "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {}",
-                            open.join(", ")
-                        ),
-                        "messages",
-                    ));
-                }
-                i = j;
-            }
-            Some("tool") => {
-                return Err((
-                    format!(
-                        "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'. messages.[{i}] follows none"
-                    ),
-                    "messages",
-                ));
-            }
-            Some(_) => i += 1,
-            None => {
-                return Err((
-                    format!("messages.[{i}]: 'role' is a required property"),
-                    "messages",
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The cache pool a request is routed to.
-fn pool_key(profile: SimProfile, body: &Value) -> String {
-    let model = body.get("model").and_then(Value::as_str).unwrap_or("");
-    let field = match profile {
-        SimProfile::OpenAi => "prompt_cache_key",
-        SimProfile::DeepSeek => "user_id",
-    };
-    let key = body.get(field).and_then(Value::as_str).unwrap_or("");
-    format!("{model}\u{0}{key}")
-}
-
-/// The cached tokens of `prompt` in `pool`, by the profile's rule.
-fn cached_tokens(state: &State, pool: Option<&Pool>, prompt: &[u32]) -> usize {
-    let Some(pool) = pool else { return 0 };
-    match state.profile {
-        SimProfile::OpenAi => {
-            let shared = pool
-                .prompts
-                .iter()
-                .map(|p| common_prefix(p, prompt))
-                .max()
-                .unwrap_or(0);
-            openai_cached_tokens(shared)
-        }
-        SimProfile::DeepSeek => match state.deepseek_units {
-            DeepSeekUnits::Current => pool
-                .units
-                .iter()
-                .filter(|u| u.len() <= prompt.len() && prompt.starts_with(u))
-                .map(|u| u.len())
-                .max()
-                .unwrap_or(0),
-            DeepSeekUnits::Fixed(unit) => {
-                let shared = pool
-                    .units
-                    .iter()
-                    .map(|u| common_prefix(u, prompt))
-                    .max()
-                    .unwrap_or(0);
-                shared - shared % unit.max(1)
-            }
-        },
-    }
-}
-
-/// The reply as the assistant message the next request will carry (the shape the adapter
-/// sends back), with the tool calls' ids.
-fn reply_message(profile: SimProfile, reply: &SimReply, state: &mut State) -> Value {
-    match reply {
-        SimReply::Text(text) => json!({"role": "assistant", "content": text}),
-        SimReply::ToolCalls(calls) => {
-            let calls: Vec<Value> = calls
-                .iter()
-                .map(|(name, arguments)| {
-                    let id = format!("call_{:04}", state.next_call_id);
-                    state.next_call_id += 1;
-                    json!({
-                        "id": id,
-                        "type": "function",
-                        "function": {"name": name, "arguments": arguments.to_string()},
-                    })
-                })
-                .collect();
-            let content = match profile {
-                SimProfile::OpenAi => Value::Null,
-                SimProfile::DeepSeek => Value::String(String::new()),
-            };
-            json!({"role": "assistant", "content": content, "tool_calls": calls})
-        }
-    }
-}
-
-/// The generated part of the reply (content and calls, no role marker), for
-/// `completion_tokens`.
-fn completion_text(message: &Value) -> String {
-    let rendered = render_message(message);
-    rendered
-        .strip_prefix("<|assistant|>")
-        .and_then(|r| r.strip_suffix("<|end|>"))
-        .unwrap_or(&rendered)
-        .to_string()
-}
-
-/// The usage object in the profile's shape.
-fn usage_json(profile: SimProfile, prompt: u64, cached: u64, completion: u64) -> Value {
-    let mut usage = json!({
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": cached},
-        "completion_tokens_details": {"reasoning_tokens": 0},
-    });
-    if profile == SimProfile::DeepSeek {
-        usage["prompt_cache_hit_tokens"] = json!(cached);
-        usage["prompt_cache_miss_tokens"] = json!(prompt - cached);
-    }
-    usage
-}
-
 async fn handle(AxumState(state): AxumState<Arc<Mutex<State>>>, body: Bytes) -> Response {
     let mut state = lock(&state);
     answer(&mut state, &body)
@@ -816,6 +418,7 @@ fn answer(state: &mut State, raw: &[u8]) -> Response {
         cached_tokens: 0,
         seen_prefix_tokens: 0,
         completion_tokens: 0,
+        cache_write_tokens: 0,
     };
     let body: Value = match serde_json::from_slice(raw) {
         Ok(v) => v,
@@ -833,22 +436,36 @@ fn answer(state: &mut State, raw: &[u8]) -> Response {
         return invalid_request(&message, Some(param));
     }
     let profile = state.profile;
+    let model_id = body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let breakpoint_mode = match (profile, breakpoint_model(model_id)) {
+        (SimProfile::OpenAi, true) => match breakpoints::mode_of(&body) {
+            Ok(mode) => Some(mode),
+            Err(message) => {
+                state.records.push(record);
+                return invalid_request(&message, Some("prompt_cache_options"));
+            }
+        },
+        _ => None,
+    };
     // `check_request` made sure `messages` is an array, so linearizing succeeds.
     let segments = linearize(&body).unwrap_or_default();
-    let prompt: Arc<[u32]> = state.tokens_of(segments).into();
+    let (prompt, ends) = state.tokens_of(segments);
+    let prompt: Arc<[u32]> = prompt.into();
     let completion = ["max_tokens", "max_completion_tokens"]
         .iter()
         .find_map(|k| body.get(*k).and_then(Value::as_u64));
     if let Some(error) = state
-        .context_window
+        .harness
+        .window()
         .and_then(|w| context_error(profile, w, prompt.len() as u64, completion))
     {
         state.records.push(record);
         return error;
     }
-    let Some(reply) =
-        super::summary_reply(body.get("messages")).or_else(|| state.script.pop_front())
-    else {
+    let Some(reply) = state.harness.reply(body.get("messages")) else {
         record.status = 418;
         state.records.push(record);
         let body = json!({"error": {
@@ -862,7 +479,18 @@ fn answer(state: &mut State, raw: &[u8]) -> Response {
 
     let seen = state.seen.longest_prefix(&prompt);
     let key = pool_key(profile, &body);
-    let cached = cached_tokens(state, state.pools.get(&key), &prompt);
+    let (cached, written) = match breakpoint_mode {
+        Some(mode) => {
+            let (explicit, implicit) = marker_positions(&body, &ends);
+            let pool = state.pools.entry(key.clone()).or_default();
+            let read = pool.breakpoints.read(&prompt);
+            let written = pool
+                .breakpoints
+                .write(&prompt, &explicit, implicit, mode, read);
+            (read, Some(written))
+        }
+        None => (cached_tokens(state, state.pools.get(&key), &prompt), None),
+    };
 
     let message = reply_message(profile, &reply, state);
     let answer_segment = render_message(&message);
@@ -898,16 +526,20 @@ fn answer(state: &mut State, raw: &[u8]) -> Response {
     record.cached_tokens = cached as u64;
     record.seen_prefix_tokens = seen as u64;
     record.completion_tokens = completion_tokens;
+    record.cache_write_tokens = written.unwrap_or(0);
     state.records.push(record);
 
     let id = format!("chatcmpl-sim-{:04}", state.next_completion_id);
     state.next_completion_id += 1;
-    let usage = usage_json(
+    let mut usage = usage_json(
         profile,
         prompt.len() as u64,
         cached as u64,
         completion_tokens,
     );
+    if let Some(written) = written {
+        usage["prompt_tokens_details"]["cache_write_tokens"] = json!(written);
+    }
     let model = body.get("model").cloned().unwrap_or(Value::Null);
     let finish = if message.get("tool_calls").is_some() {
         "tool_calls"
@@ -946,110 +578,4 @@ fn answer(state: &mut State, raw: &[u8]) -> Response {
         "system_fingerprint": "fp_sim",
     });
     axum::Json(completion).into_response()
-}
-
-fn push_unique(list: &mut Vec<Arc<[u32]>>, item: Arc<[u32]>) {
-    if !list.iter().any(|x| **x == *item) {
-        list.push(item);
-    }
-}
-
-/// Splits `s` into pieces of about `size` bytes on character boundaries.
-fn pieces(s: &str, size: usize) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    while start < s.len() {
-        let mut end = (start + size).min(s.len());
-        while !s.is_char_boundary(end) {
-            end += 1;
-        }
-        out.push(&s[start..end]);
-        start = end;
-    }
-    out
-}
-
-/// The SSE body of a streamed answer: a role chunk, content or tool-call deltas (the first
-/// delta of a call carries id, type, name and `arguments: ""`, then argument pieces), the
-/// finish chunk, then `data: [DONE]`. Usage: OpenAI sends it only with `include_usage`, in
-/// a last chunk with `choices: []`, and `usage: null` on the others; DeepSeek always puts it
-/// on the finish chunk, and `usage: null` on the others only with `include_usage` (§1.4,
-/// §2.2).
-fn stream_body(
-    profile: SimProfile,
-    id: &str,
-    model: &Value,
-    message: &Value,
-    finish: &str,
-    usage: Value,
-    include_usage: bool,
-) -> String {
-    let chunk = |delta: Value, finish: Option<&str>| {
-        let mut c = json!({
-            "id": id,
-            "object": "chat.completion.chunk",
-            "created": CREATED,
-            "model": model,
-            "system_fingerprint": "fp_sim",
-            "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
-        });
-        if include_usage {
-            c["usage"] = Value::Null;
-        }
-        c
-    };
-    let mut chunks = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
-    if let Some(text) = message.get("content").and_then(Value::as_str) {
-        for piece in pieces(text, 16) {
-            chunks.push(chunk(json!({"content": piece}), None));
-        }
-    }
-    for (index, call) in message
-        .get("tool_calls")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        chunks.push(chunk(
-            json!({"tool_calls": [{
-                "index": index,
-                "id": call["id"],
-                "type": "function",
-                "function": {"name": call["function"]["name"], "arguments": ""},
-            }]}),
-            None,
-        ));
-        let arguments = call["function"]["arguments"].as_str().unwrap_or("");
-        for piece in pieces(arguments, 24) {
-            chunks.push(chunk(
-                json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}),
-                None,
-            ));
-        }
-    }
-    match profile {
-        SimProfile::DeepSeek => {
-            let mut last = chunk(json!({"content": ""}), Some(finish));
-            last["usage"] = usage;
-            chunks.push(last);
-        }
-        SimProfile::OpenAi => {
-            chunks.push(chunk(json!({}), Some(finish)));
-            if include_usage {
-                let mut last = chunk(json!({}), None);
-                last["choices"] = json!([]);
-                last["usage"] = usage;
-                chunks.push(last);
-            }
-        }
-    }
-    let mut out = String::new();
-    for c in chunks {
-        out.push_str("data: ");
-        out.push_str(&c.to_string());
-        out.push_str("\n\n");
-    }
-    out.push_str("data: [DONE]\n\n");
-    out
 }

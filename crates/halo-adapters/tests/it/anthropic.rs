@@ -697,6 +697,7 @@ async fn headers_and_usage_normalization() {
         "{\"a\":40,\"b\":2}"
     );
     assert_eq!(out.model.as_deref(), Some("claude-sonnet-4-5-20250929"));
+    assert_eq!(out.id.as_deref(), Some("msg_01Test"));
 
     let sent = &fake.requests()[0];
     assert_eq!(sent.header("x-api-key"), Some(KEY));

@@ -7,6 +7,7 @@
 
 mod fake;
 mod history;
+mod prompt_cache;
 mod stream;
 mod stream_fake;
 
@@ -587,6 +588,7 @@ async fn deepseek_hit_tokens_win_over_cached_tokens_and_fill_in_input() {
     assert_eq!(got.usage.input_tokens, Some(665));
     assert_eq!(got.usage.output_tokens, Some(7));
     assert_eq!(got.model.as_deref(), Some("deepseek-chat"));
+    assert_eq!(got.id.as_deref(), Some("chatcmpl-fake"));
 }
 
 #[tokio::test]

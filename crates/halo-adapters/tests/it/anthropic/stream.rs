@@ -104,6 +104,7 @@ fn text_deltas_with_ping_and_unknown_events() {
     assert_eq!(turn.message.text, "Hello, wörld");
     assert_eq!(turn.finish_reason, FinishReason::Stop);
     assert_eq!(turn.model.as_deref(), Some("claude-sonnet-4-5-20250929"));
+    assert_eq!(turn.id.as_deref(), Some("msg_01S"));
     assert_eq!(events.len(), 3);
 }
 

@@ -160,6 +160,7 @@ async fn thoughts_text_and_a_function_call_stream_then_stop_with_usage() {
         }
     );
     assert_eq!(turn.model.as_deref(), Some("gemini-2.5-flash"));
+    assert_eq!(turn.id.as_deref(), Some("r1"), "responseId");
 }
 
 #[tokio::test]

@@ -210,6 +210,7 @@ fn assert_reference(s: &Streamed) {
         }
     );
     assert_eq!(turn.model.as_deref(), Some("deepseek-chat"));
+    assert_eq!(turn.id.as_deref(), Some("chatcmpl-stream"));
 }
 
 /// Serves `reply` once and streams one call through it.
@@ -1064,9 +1065,14 @@ async fn the_streamed_turn_equals_the_generated_turn() {
             .await
             .unwrap();
         let streamed = stream_call(&model).await;
+        // Each fake names its response: the ids differ by design, the rest must not.
+        let mut turn = streamed.turn().clone();
+        assert_eq!(turn.id.as_deref(), Some("chatcmpl-stream"));
+        assert_eq!(generated.id.as_deref(), Some("chatcmpl-fake"));
+        turn.id.clone_from(&generated.id);
         assert_eq!(
-            streamed.turn(),
-            &generated,
+            turn,
+            generated,
             "for {}",
             completion.to_json()["choices"][0]
         );
