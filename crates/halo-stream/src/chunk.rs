@@ -18,8 +18,8 @@ pub const DONE_FRAME: &[u8] = b"data: [DONE]\n\n";
 /// One part ("chunk") of the UI Message Stream protocol, serialized as the JSON object the
 /// `ai` package's schema accepts: `type` first, then the fields in camelCase.
 ///
-/// Only the parts Halo produces are here; the protocol has more (sources, files, tool
-/// approvals), which a client accepts alongside these.
+/// Only the parts Halo produces are here; the protocol has more (sources, files, message
+/// metadata), which a client accepts alongside these.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(
     tag = "type",
@@ -108,12 +108,18 @@ pub enum UiMessageChunk {
         /// Why the arguments were rejected.
         error_text: String,
     },
-    /// `{"type":"tool-output-available","toolCallId":..,"output":..}`: the tool's result.
+    /// `{"type":"tool-output-available","toolCallId":..,"output":..}`: the tool's result;
+    /// with `"preliminary":true`, an output so far that a later one replaces (the message
+    /// of an agent the tool runs, while it runs).
     ToolOutputAvailable {
         /// The call's id.
         tool_call_id: String,
-        /// The result (Halo's tool results are text, so a JSON string).
+        /// The result (Halo's tool results are text, so a JSON string), or a preliminary
+        /// output (an inner agent's `UIMessage`).
         output: Value,
+        /// Whether a later output replaces this one; sent only when `true`.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        preliminary: bool,
     },
     /// `{"type":"tool-output-error","toolCallId":..,"errorText":..}`: the tool failed; the
     /// text is the error result the model reads.
@@ -123,6 +129,47 @@ pub enum UiMessageChunk {
         /// The error result's text.
         error_text: String,
     },
+    /// `{"type":"tool-approval-request","approvalId":..,"toolCallId":..,"reason":..}`: the
+    /// call waits for someone's approval; the client shows it in the state
+    /// `approval-requested` (`reason` sent only when set).
+    ToolApprovalRequest {
+        /// The approval's id, which the answer names (Halo uses the call's id).
+        approval_id: String,
+        /// The call's id.
+        tool_call_id: String,
+        /// Why the call needs approval.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// `{"type":"tool-approval-response","approvalId":..,"approved":..,"reason":..}`: someone
+    /// answered an approval request (state `approval-responded`).
+    ToolApprovalResponse {
+        /// The approval's id.
+        approval_id: String,
+        /// Whether the call may run.
+        approved: bool,
+        /// Why, when given.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// `{"type":"tool-output-denied","toolCallId":..}`: the call was denied and never ran
+    /// (state `output-denied`).
+    ToolOutputDenied {
+        /// The call's id.
+        tool_call_id: String,
+    },
+    /// `{"type":"steering-message","id":..,"parts":[{"type":"text","text":..}]}`: a user
+    /// message that entered the run at a step boundary (steering), placed before the output
+    /// of the step that received it.
+    SteeringMessage {
+        /// The message's id.
+        id: String,
+        /// Its parts.
+        parts: Vec<TextPart>,
+    },
+    /// `{"type":"reset-step"}`: drop the parts of the step in flight (a run taken over
+    /// after its process stopped mid-step makes the step again).
+    ResetStep,
     /// `{"type":"finish-step"}`: the model call and its tool calls are complete.
     FinishStep,
     /// `{"type":"finish","finishReason":..}`: the message is complete.
@@ -139,6 +186,14 @@ pub enum UiMessageChunk {
     /// `{"type":"data-NAME","data":..}`: a custom data part (see [`DataPart`]).
     #[serde(untagged)]
     Data(DataPart),
+}
+
+/// A text part of a steering message: `{"type":"text","text":..}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename = "text")]
+pub struct TextPart {
+    /// The text.
+    pub text: String,
 }
 
 /// A custom data part, the protocol's `data-${name}` chunk:

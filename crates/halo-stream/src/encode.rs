@@ -13,6 +13,8 @@
 //! | `CacheBust` | `data-halo-cache-bust`, transient (none with [`StreamOptions::with_halo_data`] off) |
 //! | `ToolCall` | `tool-input-available` (`tool-input-error` when the arguments are not JSON) |
 //! | `ToolResult` | `tool-output-available`, or `tool-output-error` when `is_error` |
+//! | `Inner` | `tool-output-available` with `preliminary: true` for the call that runs the agent: its message so far ([`crate::nested`]) |
+//! | `Handoff` | `data-halo-handoff`, transient (none with [`StreamOptions::with_halo_data`] off) |
 //! | `StepFinish` | `finish-step` |
 //! | `Finish` | `finish` with the last step's finish reason |
 //! | `Err(_)` | `error`, `finish-step` (if a step is open), `finish` (`"error"`) |
@@ -35,10 +37,13 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt as _};
-use halo_core::{AgentEvent, CacheCheck, CacheVerdict, HaloError};
+use halo_core::{
+    AgentEvent, CacheCheck, CacheVerdict, HaloError, HistoryRewrite, RewriteKind, StepResult,
+};
 use serde_json::{Map, Value};
 
-use crate::chunk::{DONE_FRAME, DataPart, UiFinishReason, UiMessageChunk};
+use crate::chunk::{DONE_FRAME, DataPart, TextPart, UiFinishReason, UiMessageChunk};
+use crate::nested::NestedCalls;
 
 /// The name of the data part sent for each cache bust: the frame is
 /// `{"type":"data-halo-cache-bust","data":{..},"transient":true}`, where `data` is
@@ -56,6 +61,26 @@ use crate::chunk::{DONE_FRAME, DataPart, UiFinishReason, UiMessageChunk};
 /// Source: halo-core's [`CacheCheck`] (`ledger` module).
 pub const CACHE_BUST_PART: &str = "halo-cache-bust";
 
+/// The name of the data part sent for each handoff between agents
+/// ([`AgentEvent::Handoff`]): `{"type":"data-halo-handoff","data":{"from":"triage","to":"billing"},"transient":true}`
+/// (`from` left out for an agent without a name). Transient, like [`CACHE_BUST_PART`].
+pub const HANDOFF_PART: &str = "halo-handoff";
+
+/// The name of the data part sent when the history was rewritten between two steps
+/// ([`AgentEvent::HistoryRewritten`]): `{"type":"data-halo-history-rewritten","id":"rewrite-N",
+/// "data":{"kind":"strategy","messagesBefore":40,"messagesAfter":12,"description":".."}}`.
+/// `kind` is `strategy`, `compaction`, `dropped` or `shortened`; `description` says what was
+/// done, for people. Kept in the message, so a UI can show a note where it happened.
+pub const HISTORY_REWRITTEN_PART: &str = "halo-history-rewritten";
+
+/// The name of the data part with a step's token counts, sent after its `finish-step` when
+/// [`StreamOptions::with_step_usage`] is on: `{"type":"data-halo-step-usage","id":"usage-N",
+/// "data":{"step":1,"inputTokens":..,"outputTokens":..,"cacheReadTokens":..,
+/// "cacheWriteTokens":..,"cache":"hit"}}`. Counts the provider did not report are left
+/// out; `cache` is the ledger's verdict (`cold`, `expected-miss`, `hit`, `bust`,
+/// `unreported`).
+pub const STEP_USAGE_PART: &str = "halo-step-usage";
+
 /// The `errorText` sent for a failed run unless [`StreamOptions::with_error_text`] says
 /// otherwise. Like the AI SDK's default, it hides server details from the browser.
 pub const DEFAULT_ERROR_TEXT: &str = "An error occurred.";
@@ -70,6 +95,8 @@ pub struct StreamOptions {
     message_id: Option<String>,
     send_reasoning: bool,
     send_halo_data: bool,
+    send_step_usage: bool,
+    denied: Arc<HashSet<String>>,
     error_text: Option<ErrorText>,
 }
 
@@ -79,6 +106,8 @@ impl Default for StreamOptions {
             message_id: None,
             send_reasoning: true,
             send_halo_data: true,
+            send_step_usage: false,
+            denied: Arc::default(),
             error_text: None,
         }
     }
@@ -90,6 +119,8 @@ impl fmt::Debug for StreamOptions {
             .field("message_id", &self.message_id)
             .field("send_reasoning", &self.send_reasoning)
             .field("send_halo_data", &self.send_halo_data)
+            .field("send_step_usage", &self.send_step_usage)
+            .field("denied", &self.denied)
             .field("custom_error_text", &self.error_text.is_some())
             .finish()
     }
@@ -114,11 +145,26 @@ impl StreamOptions {
         self
     }
 
-    /// Whether Halo's own data parts (`data-halo-*`: today [`CACHE_BUST_PART`]) are sent
+    /// Whether Halo's own data parts (`data-halo-*`: [`CACHE_BUST_PART`], [`HANDOFF_PART`]) are sent
     /// (default `true`). They are transient, so a client without an `onData` callback
     /// ignores them; turn them off to keep the telemetry off the wire.
     pub fn with_halo_data(mut self, send: bool) -> Self {
         self.send_halo_data = send;
+        self
+    }
+
+    /// Whether each step's token counts go out as a [`STEP_USAGE_PART`] data part after its
+    /// `finish-step` (default `false`). The part is kept in the message (not transient), so
+    /// a UI can show the cache figures of every step.
+    pub fn with_step_usage(mut self, send: bool) -> Self {
+        self.send_step_usage = send;
+        self
+    }
+
+    /// The calls someone denied: their error results go out as `tool-output-denied`
+    /// instead of `tool-output-error`.
+    pub fn with_denied_calls(mut self, ids: impl IntoIterator<Item = String>) -> Self {
+        self.denied = Arc::new(ids.into_iter().collect());
         self
     }
 
@@ -149,6 +195,11 @@ struct Encoder {
     reasoning_parts: u64,
     started_calls: HashSet<String>,
     step_open: bool,
+    /// The messages of the agents the calls in flight run ([`crate::nested`]).
+    nested: NestedCalls,
+    steps: u64,
+    steering: u64,
+    rewrites: u64,
 }
 
 /// What the encoder wants after an event.
@@ -167,6 +218,10 @@ impl Encoder {
             reasoning_parts: 0,
             started_calls: HashSet::new(),
             step_open: false,
+            nested: NestedCalls::default(),
+            steps: 0,
+            steering: 0,
+            rewrites: 0,
         }
     }
 
@@ -271,31 +326,97 @@ impl Encoder {
             }
             AgentEvent::ToolResult(result) => {
                 self.close_open(out);
-                out.push(if result.is_error {
-                    UiMessageChunk::ToolOutputError {
-                        tool_call_id: result.tool_call_id,
-                        error_text: result.content,
-                    }
-                } else {
-                    UiMessageChunk::ToolOutputAvailable {
-                        tool_call_id: result.tool_call_id,
-                        output: Value::String(result.content),
-                    }
-                });
+                self.nested.finish(&result.tool_call_id);
+                out.push(
+                    if result.is_error && self.options.denied.contains(&result.tool_call_id) {
+                        UiMessageChunk::ToolOutputDenied {
+                            tool_call_id: result.tool_call_id,
+                        }
+                    } else if result.is_error {
+                        UiMessageChunk::ToolOutputError {
+                            tool_call_id: result.tool_call_id,
+                            error_text: result.content,
+                        }
+                    } else {
+                        UiMessageChunk::ToolOutputAvailable {
+                            tool_call_id: result.tool_call_id,
+                            output: Value::String(result.content),
+                            preliminary: false,
+                        }
+                    },
+                );
             }
-            AgentEvent::StepFinish(_) => {
+            AgentEvent::Inner(inner) => {
+                if let Some((tool_call_id, output)) = self.nested.apply(&inner) {
+                    self.close_open(out);
+                    out.push(UiMessageChunk::ToolOutputAvailable {
+                        tool_call_id,
+                        output,
+                        preliminary: true,
+                    });
+                }
+            }
+            AgentEvent::Handoff { from, to } if self.options.send_halo_data => {
+                self.close_open(out);
+                let mut data = Map::new();
+                if let Some(from) = from {
+                    data.insert("from".into(), from.into());
+                }
+                data.insert("to".into(), to.into());
+                out.push(UiMessageChunk::Data(
+                    DataPart::new(HANDOFF_PART, Value::Object(data)).transient(),
+                ));
+            }
+            AgentEvent::StepFinish(step) => {
                 self.close_open(out);
                 self.step_open = false;
+                self.steps += 1;
                 out.push(UiMessageChunk::FinishStep);
+                if self.options.send_step_usage {
+                    out.push(UiMessageChunk::Data(
+                        DataPart::new(STEP_USAGE_PART, step_usage_data(self.steps, &step))
+                            .with_id(format!("usage-{}", self.steps)),
+                    ));
+                }
+            }
+            AgentEvent::Injected(text) => {
+                self.close_open(out);
+                self.steering += 1;
+                out.push(UiMessageChunk::SteeringMessage {
+                    id: format!("steering-{}", self.steering),
+                    parts: vec![TextPart { text }],
+                });
+            }
+            AgentEvent::HistoryRewritten(rewrite) if self.options.send_halo_data => {
+                self.close_open(out);
+                self.rewrites += 1;
+                out.push(UiMessageChunk::Data(
+                    DataPart::new(HISTORY_REWRITTEN_PART, rewrite_data(&rewrite))
+                        .with_id(format!("rewrite-{}", self.rewrites)),
+                ));
             }
             AgentEvent::Finish(result) => {
                 self.close_open(out);
+                // A paused run: its calls wait for approvals or for the caller's results.
+                let paused =
+                    !result.pending_approvals.is_empty() || !result.pending_tool_calls.is_empty();
+                for pending in &result.pending_approvals {
+                    out.push(UiMessageChunk::ToolApprovalRequest {
+                        approval_id: pending.call.id.clone(),
+                        tool_call_id: pending.call.id.clone(),
+                        reason: Some(pending.reason.clone()).filter(|r| !r.is_empty()),
+                    });
+                }
                 if self.step_open {
                     self.step_open = false;
                     out.push(UiMessageChunk::FinishStep);
                 }
                 out.push(UiMessageChunk::Finish {
-                    finish_reason: result.finish_reason().map(UiFinishReason::from),
+                    finish_reason: if paused {
+                        Some(UiFinishReason::ToolCalls)
+                    } else {
+                        result.finish_reason().map(UiFinishReason::from)
+                    },
                 });
                 return Flow::Done;
             }
@@ -344,6 +465,50 @@ fn cache_bust_data(check: &CacheCheck) -> Value {
     if let CacheVerdict::Bust { cause } = &check.verdict {
         data.insert("cause".into(), cause.clone().into());
     }
+    Value::Object(data)
+}
+
+/// The `data` of a [`HISTORY_REWRITTEN_PART`] part (shape in its docs).
+fn rewrite_data(rewrite: &HistoryRewrite) -> Value {
+    let kind = match rewrite.kind {
+        RewriteKind::Strategy => "strategy",
+        RewriteKind::Compaction => "compaction",
+        RewriteKind::Dropped => "dropped",
+        RewriteKind::Shortened => "shortened",
+        _ => "other",
+    };
+    serde_json::json!({
+        "kind": kind,
+        "messagesBefore": rewrite.messages_before,
+        "messagesAfter": rewrite.messages_after,
+        "description": rewrite.description,
+    })
+}
+
+/// The `data` of a [`STEP_USAGE_PART`] part (shape in its docs).
+fn step_usage_data(step: u64, result: &StepResult) -> Value {
+    let mut data = Map::new();
+    data.insert("step".into(), step.into());
+    let usage = &result.usage;
+    let counts = [
+        ("inputTokens", usage.input_tokens),
+        ("outputTokens", usage.output_tokens),
+        ("cacheReadTokens", usage.cache_read_tokens),
+        ("cacheWriteTokens", usage.cache_write_tokens),
+    ];
+    for (key, count) in counts {
+        if let Some(count) = count {
+            data.insert(key.into(), count.into());
+        }
+    }
+    let verdict = match &result.cache.verdict {
+        CacheVerdict::Cold => "cold",
+        CacheVerdict::ExpectedMiss => "expected-miss",
+        CacheVerdict::Hit => "hit",
+        CacheVerdict::Bust { .. } => "bust",
+        CacheVerdict::Unreported => "unreported",
+    };
+    data.insert("cache".into(), verdict.into());
     Value::Object(data)
 }
 

@@ -1,104 +1,100 @@
-//! [`JsonlStore`]: a session journal in a JSON Lines file, the session's way to disk (the UI
-//! stream is its way to a browser).
+//! [`JsonlStore`]: session journals in a JSON Lines file, the sessions' way to disk (the UI
+//! stream is their way to a browser).
 //!
-//! The file is a header line, then one [`JournalEvent`] per line, each a compact JSON object
-//! ending in `\n`:
+//! The file is a header line, then one entry per line, each a compact JSON object ending in
+//! `\n`: the session's id, the entry's sequence number in its session (from 0), the append's
+//! time (ms since the Unix epoch) and the [`JournalEvent`]:
 //!
 //! ```text
-//! {"type":"halo_journal","version":1}
-//! {"type":"user","message":{"role":"user","content":[{"type":"text","text":"What do the notes say?"}]},"at_ms":1796128137847}
-//! {"type":"prefix","fingerprint":"c47c8c3b…","prefix_bytes":5928,"at_ms":1796128137861}
-//! {"type":"step","assistant":{"text":"","tool_calls":[{"id":"call_0001","name":"read","raw_arguments":"{\"path\":\"notes.txt\"}"}]},"results":[{"tool_call_id":"call_0001","tool_name":"read","content":"     1\tMeeting notes","is_error":false}],"finish_reason":"tool_calls","usage":{…},"at_ms":1796128137876}
-//! {"type":"outcome","outcome":{"outcome":"max_steps_reached"},"at_ms":1796128137876}
-//! {"type":"step","assistant":{"text":"The notes are meeting notes."},"results":[],"finish_reason":"stop","usage":{…},"at_ms":1796128137951}
-//! {"type":"outcome","outcome":{"outcome":"answered"},"at_ms":1796128137951}
+//! {"type":"halo_journal","version":2}
+//! {"session":"default","seq":0,"at_ms":1796128137847,"event":{"type":"user","message":{"role":"user","content":[{"type":"text","text":"What do the notes say?"}]},"at_ms":1796128137847}}
+//! {"session":"default","seq":1,"at_ms":1796128137861,"event":{"type":"prefix","fingerprint":"c47c8c3b…","prefix_bytes":5928,"at_ms":1796128137861}}
+//! {"session":"default","seq":2,"at_ms":1796128137876,"event":{"type":"step","assistant":{"text":"","tool_calls":[…]},"results":[…],"finish_reason":"tool_calls","usage":{…},"at_ms":1796128137876}}
+//! {"session":"default","seq":3,"at_ms":1796128137876,"event":{"type":"outcome","outcome":{"outcome":"max_steps_reached"},"at_ms":1796128137876}}
 //! ```
 //!
-//! (A run stopped by `max_steps`, then resumed: the resumed run adds no user line.)
+//! A journal of format 1 (one session, a bare event per line, as earlier versions wrote) is
+//! read as the session `default`, and rewritten in format 2 before the first append.
+//!
+//! **One owner.** [`JsonlStore::open`] locks `FILE.lock` beside the journal (`flock`) for
+//! the store's lifetime, and writes its process id into it; a second opener, in this process
+//! or another, gets [`SessionError::InUse`]: "session FILE is in use by process PID". The
+//! lock goes with the process, so a killed owner leaves nothing to clean up. Leases
+//! ([`SessionStore::acquire`]) are kept in memory: no other process can hold one.
 //!
 //! Durability: [`append`](SessionStore::append) writes all events of the call as complete
 //! lines in one `write` to a file opened for appending, then `fsync`s its data
 //! (`File::sync_data`) before it returns; a file it creates gets its folder synced too. A
 //! process killed with `kill -9` at any moment therefore loses no event whose append
 //! returned, and leaves at most one incomplete line at the end (after a power loss or a full
-//! disk, a batch may be cut anywhere).
+//! disk, a batch may be cut anywhere). Each append still holds an exclusive `flock` on the
+//! journal itself while it checks the file's end, writes and syncs, and a load a shared one
+//! while it reads, so a load never sees half of an append.
 //!
 //! Reading ([`load`](SessionStore::load)):
-//! - a missing or empty file is an empty session;
+//! - a missing or empty file holds no session;
 //! - the last line is **torn** when it has no `\n` at its end or is not JSON: it is skipped
 //!   with a `tracing` warning, and the next append truncates it away first, so new lines
 //!   never glue onto it. A journal whose first write was cut (a torn header) is empty;
 //! - a header with a newer `version` than [`JOURNAL_FORMAT_VERSION`] is
 //!   [`SessionError::NewerFormat`] (nothing else is read, and appends are refused);
-//! - any other line that is not a journal event — before the end, or a last line that is
-//!   JSON but no event this version knows — is [`SessionError::Corrupt`], whose `entry` is
-//!   the line number (the header is line 1). Nothing is truncated then: the file is left as
-//!   it is for a person to look at. Blank lines are ignored.
+//! - any other line that is not a journal entry — before the end, a last line that is JSON
+//!   but no entry this version knows, or an entry out of its session's order — is
+//!   [`SessionError::Corrupt`], whose `entry` is the line number (the header is line 1).
+//!   Nothing is truncated then: the file is left as it is for a person to look at. Blank
+//!   lines are ignored.
 //!
-//! Several writers (two stores, two processes) may share a journal: each append holds an
-//! exclusive advisory lock on the file (`flock`, through fs4) while it checks the file's end,
-//! writes and syncs, and a load holds a shared one while it reads, so a header is written
-//! once, a torn line is repaired by one writer only, and a load never sees half of an append.
-//! The events of two agents appending to one journal still alternate in it: give each
-//! conversation a journal of its own.
+//! [`delete`](SessionStore::delete) rewrites the file without the session (a new file,
+//! synced, renamed over the old one). [`list`](SessionStore::list) reads the whole file.
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{Read as _, Write as _};
+use std::io::{Read as _, Seek as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use fs4::FileExt;
 
 use halo_core::async_trait;
-use halo_core::session::{JOURNAL_FORMAT_VERSION, JournalEvent, SessionError, SessionStore};
-use serde::{Deserialize, Serialize};
+use halo_core::session::{
+    Append, JOURNAL_FORMAT_VERSION, JournalEvent, Lease, LeaseTable, SessionError, SessionInfo,
+    SessionStore,
+};
+
+mod file;
+mod owner;
+#[cfg(test)]
+mod tests;
+
+use file::{Entry, Reader, entry_line, header_line};
 
 /// The `type` of the header line.
 pub const HEADER_TYPE: &str = "halo_journal";
 
-/// The first line of a journal file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct Header {
-    /// Always [`HEADER_TYPE`].
-    #[serde(rename = "type")]
-    kind: String,
-    /// The format version.
-    version: u32,
-}
-
-impl Header {
-    /// The header line this version writes, with its `\n`.
-    fn line() -> Vec<u8> {
-        let mut line = serde_json::to_vec(&Header {
-            kind: HEADER_TYPE.to_string(),
-            version: JOURNAL_FORMAT_VERSION,
-        })
-        .unwrap_or_default();
-        line.push(b'\n');
-        line
-    }
-}
-
-/// A session store in a JSON Lines file (see the [module docs](self) for the format).
-/// Clones share the file and its writer lock.
+/// Session journals in a JSON Lines file (see the [module docs](self) for the format), owned
+/// by this store for its lifetime. Clones share the file, its owner lock and the leases.
 ///
 /// ```
-/// use halo_core::session::{JournalEvent, JournalOutcome, SessionStore};
+/// use halo_core::session::{Append, JournalEvent, JournalOutcome, SessionError, SessionStore};
 /// use halo_stream::journal::JsonlStore;
 ///
 /// # futures::executor::block_on(async {
 /// let dir = tempfile::tempdir().unwrap();
-/// let store = JsonlStore::new(dir.path().join("session.jsonl"));
-/// assert!(store.load().await.unwrap().is_empty()); // no file yet: an empty session
+/// let store = JsonlStore::open(dir.path().join("session.jsonl")).unwrap();
+/// assert!(store.load("default").await.unwrap().is_empty()); // no file yet: no session
 /// let done = JournalEvent::Outcome { outcome: JournalOutcome::Answered, at_ms: 1 };
-/// store.append(std::slice::from_ref(&done)).await.unwrap();
-/// assert_eq!(store.load().await.unwrap(), vec![done]);
+/// store.append(Append::new("default", 0, std::slice::from_ref(&done), 7)).await.unwrap();
+/// assert_eq!(store.load("default").await.unwrap(), vec![done]);
 /// let text = std::fs::read_to_string(store.path()).unwrap();
 /// assert_eq!(
 ///     text,
-///     "{\"type\":\"halo_journal\",\"version\":1}\n\
-///      {\"type\":\"outcome\",\"outcome\":{\"outcome\":\"answered\"},\"at_ms\":1}\n"
+///     "{\"type\":\"halo_journal\",\"version\":2}\n\
+///      {\"session\":\"default\",\"seq\":0,\"at_ms\":7,\"event\":{\"type\":\"outcome\",\"outcome\":{\"outcome\":\"answered\"},\"at_ms\":1}}\n"
 /// );
+/// // One owner at a time.
+/// let second = JsonlStore::open(store.path()).unwrap_err();
+/// assert!(matches!(second, SessionError::InUse { .. }));
+/// assert!(second.to_string().contains(&format!("is in use by process {}", std::process::id())));
 /// # });
 /// ```
 #[derive(Debug, Clone)]
@@ -109,29 +105,54 @@ pub struct JsonlStore {
 #[derive(Debug)]
 struct Inner {
     path: PathBuf,
-    /// Held while writing. The file's length after this store's last append, once it has
-    /// checked the file's end (and truncated a torn line): while the file still has that
-    /// length it ends with a complete line of ours; any other length (another writer
-    /// appended, or crashed mid-line) is checked again.
-    checked: Mutex<Option<u64>>,
+    location: String,
+    _owner: owner::Owner,
+    /// Held while writing.
+    state: Mutex<State>,
+    leases: LeaseTable,
+}
+
+/// What the store knows of the file it wrote.
+#[derive(Debug, Default)]
+struct State {
+    /// The file's length after this store last read or wrote it: while the file still has
+    /// that length, `sessions` is up to date and the file ends with a complete line. Any
+    /// other length (someone else wrote, or a write failed half-way) is read again.
+    checked: Option<u64>,
+    /// The sessions the file holds.
+    sessions: HashMap<String, SessionInfo>,
 }
 
 impl JsonlStore {
-    /// A store for the journal at `path`. Nothing is opened until the first
-    /// [`load`](SessionStore::load) or [`append`](SessionStore::append); the file is
-    /// created by the first append (its folder must exist).
-    pub fn new(path: impl Into<PathBuf>) -> Self {
-        JsonlStore {
+    /// Opens the journal at `path` and takes its owner lock (`FILE.lock` beside it) for the
+    /// store's lifetime. The journal itself is created by the first append.
+    ///
+    /// # Errors
+    /// [`SessionError::InUse`] ("session FILE is in use by process PID") when another store
+    /// has it open; [`SessionError::Io`] when the lock file cannot be made (its folder is
+    /// missing, say).
+    pub fn open(path: impl Into<PathBuf>) -> Result<Self, SessionError> {
+        let path = path.into();
+        let owner = owner::Owner::take(&path)?;
+        Ok(JsonlStore {
             inner: Arc::new(Inner {
-                path: path.into(),
-                checked: Mutex::new(None),
+                location: path.display().to_string(),
+                path,
+                _owner: owner,
+                state: Mutex::new(State::default()),
+                leases: LeaseTable::default(),
             }),
-        }
+        })
     }
 
     /// The journal file.
     pub fn path(&self) -> &Path {
         &self.inner.path
+    }
+
+    /// The owner lock file beside the journal (`FILE.lock`), removed when the store closes.
+    pub fn lock_path(&self) -> PathBuf {
+        owner::lock_path(&self.inner.path)
     }
 }
 
@@ -141,26 +162,88 @@ impl SessionStore for JsonlStore {
     /// The write runs on tokio's blocking pool when called inside a tokio runtime (on the
     /// calling thread otherwise); dropping the future does not stop it, so the events are
     /// written whole or, after a crash, as a torn last line that `load` skips.
-    async fn append(&self, events: &[JournalEvent]) -> Result<(), SessionError> {
-        if events.is_empty() {
-            return Ok(());
-        }
-        let mut lines = Vec::new();
-        for event in events {
-            serde_json::to_writer(&mut lines, event).map_err(|e| SessionError::Io {
-                location: self.inner.path.display().to_string(),
+    async fn append(&self, append: Append<'_>) -> Result<u64, SessionError> {
+        let mut events = Vec::with_capacity(append.events.len());
+        for event in append.events {
+            events.push(serde_json::to_vec(event).map_err(|e| SessionError::Io {
+                location: self.inner.location.clone(),
                 message: format!("cannot serialize a journal event: {e}"),
-            })?;
-            lines.push(b'\n');
+            })?);
         }
+        let write = Write {
+            session: append.session.to_string(),
+            expected: append.expected,
+            fence: append.fence,
+            at_ms: append.at_ms,
+            steps: append.steps(),
+            events,
+        };
         let inner = Arc::clone(&self.inner);
-        blocking(move || inner.append(&lines)).await
+        blocking(move || inner.append(write)).await
     }
 
-    async fn load(&self) -> Result<Vec<JournalEvent>, SessionError> {
+    async fn load(&self, session: &str) -> Result<Vec<JournalEvent>, SessionError> {
         let inner = Arc::clone(&self.inner);
-        blocking(move || inner.load()).await
+        let session = session.to_string();
+        blocking(move || {
+            Ok(inner
+                .read_entries()?
+                .into_iter()
+                .filter(|e| e.session == session)
+                .map(|e| e.event)
+                .collect())
+        })
+        .await
     }
+
+    async fn list(&self) -> Result<Vec<SessionInfo>, SessionError> {
+        let inner = Arc::clone(&self.inner);
+        blocking(move || {
+            Ok(file::summaries(&inner.read_entries()?)
+                .into_values()
+                .collect())
+        })
+        .await
+    }
+
+    async fn delete(&self, session: &str) -> Result<(), SessionError> {
+        let inner = Arc::clone(&self.inner);
+        let session = session.to_string();
+        blocking(move || inner.delete(&session)).await
+    }
+
+    async fn acquire(
+        &self,
+        session: &str,
+        owner: &str,
+        ttl_ms: u64,
+        now_ms: u64,
+    ) -> Result<Lease, SessionError> {
+        self.inner
+            .leases
+            .acquire(&self.inner.location, session, owner, ttl_ms, now_ms)
+    }
+
+    async fn renew(&self, lease: &Lease, ttl_ms: u64, now_ms: u64) -> Result<Lease, SessionError> {
+        self.inner
+            .leases
+            .renew(&self.inner.location, lease, ttl_ms, now_ms)
+    }
+
+    async fn release(&self, lease: &Lease) -> Result<(), SessionError> {
+        self.inner.leases.release(lease);
+        Ok(())
+    }
+}
+
+/// An append, owned for the blocking pool: the events already serialized.
+struct Write {
+    session: String,
+    expected: u64,
+    fence: Option<u64>,
+    at_ms: u64,
+    steps: u64,
+    events: Vec<Vec<u8>>,
 }
 
 /// Runs `f` on tokio's blocking pool when inside a tokio runtime, else right here.
@@ -178,32 +261,20 @@ async fn blocking<T: Send + 'static>(
     }
 }
 
-/// How a journal's bytes divide: the events' lines, and what is torn at the end.
-struct Layout {
-    /// The header's version (`None` for an empty file or a torn header).
-    version: Option<u32>,
-    /// Bytes to keep: everything up to the end of the last complete line; 0 without a
-    /// complete header.
-    keep: usize,
-    /// The lines after the header within `keep`, with their line numbers (from 1).
-    lines: Vec<(usize, std::ops::Range<usize>)>,
-    /// The line number and a description of a torn last line.
-    torn: Option<(usize, &'static str)>,
-}
-
 impl Inner {
-    fn location(&self) -> String {
-        self.path.display().to_string()
-    }
-
     fn io(&self, what: &str, e: std::io::Error) -> SessionError {
         SessionError::Io {
-            location: self.location(),
+            location: self.location.clone(),
             message: format!("{what}: {e}"),
         }
     }
 
-    /// The file's bytes; empty when it does not exist.
+    fn reader(&self) -> Reader<'_> {
+        Reader {
+            location: &self.location,
+        }
+    }
+
     /// The file's bytes, read under a shared lock; empty when it does not exist.
     fn read(&self) -> Result<Vec<u8>, SessionError> {
         let mut file = match File::open(&self.path) {
@@ -219,542 +290,159 @@ impl Inner {
         Ok(bytes)
     }
 
-    fn load(&self) -> Result<Vec<JournalEvent>, SessionError> {
+    /// Every complete entry of the file, a torn last line skipped with a warning.
+    fn read_entries(&self) -> Result<Vec<Entry>, SessionError> {
         let bytes = self.read()?;
-        let layout = self.layout(&bytes)?;
-        if let Some((line, why)) = layout.torn {
+        let parsed = self.reader().parse(&bytes)?;
+        if let Some((line, why)) = parsed.torn {
             tracing::warn!(
-                journal = %self.location(),
+                journal = %self.location,
                 line,
                 "skipping the torn last line of the session journal ({why}): an append that \
                  never finished; the next append removes it"
             );
         }
-        self.events(&bytes, layout)
+        Ok(parsed.entries)
     }
 
-    /// The events of `layout`'s complete lines.
-    fn events(&self, bytes: &[u8], layout: Layout) -> Result<Vec<JournalEvent>, SessionError> {
-        let mut events = Vec::with_capacity(layout.lines.len());
-        for (line, range) in layout.lines {
-            let event = serde_json::from_slice(&bytes[range]).map_err(|e| SessionError::Corrupt {
-                location: self.location(),
-                entry: line,
-                message: format!(
-                    "line {line} is not a journal event this version reads ({e}); fix or remove the line, or open the journal with a newer Halo"
-                ),
-            })?;
-            events.push(event);
-        }
-        Ok(events)
-    }
-
-    fn append(&self, lines: &[u8]) -> Result<(), SessionError> {
-        let mut checked = self.checked.lock().unwrap_or_else(|p| p.into_inner());
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(&self.path)
-            .map_err(|e| self.io("cannot open the journal for appending", e))?;
-        // Held until `file` is closed, at the end of this call.
-        FileExt::lock(&file).map_err(|e| self.io("cannot lock the journal", e))?;
+    /// Opens the journal for writing under its exclusive `flock` with `state` up to date:
+    /// a torn last line truncated, a format-1 journal rewritten in format 2.
+    fn open_for_writing(&self, state: &mut State) -> Result<File, SessionError> {
+        let open = || {
+            let file = OpenOptions::new()
+                .read(true)
+                .append(true)
+                .create(true)
+                .open(&self.path)
+                .map_err(|e| self.io("cannot open the journal for appending", e))?;
+            // Held until the file is closed.
+            FileExt::lock(&file).map_err(|e| self.io("cannot lock the journal", e))?;
+            Ok::<_, SessionError>(file)
+        };
+        let mut file = open()?;
         let size = file
             .metadata()
             .map_err(|e| self.io("cannot read the journal's size", e))?
             .len();
-        let len = if *checked == Some(size) {
-            size
-        } else {
-            self.repair(&mut file)?
-        };
-        // From here until the data is synced, a failure may leave a torn end: check again
-        // next time.
-        *checked = None;
-        let mut buf = Vec::with_capacity(lines.len() + 40);
-        if len == 0 {
-            buf.extend_from_slice(&Header::line());
+        if state.checked == Some(size) {
+            return Ok(file);
         }
-        buf.extend_from_slice(lines);
-        file.write_all(&buf)
-            .map_err(|e| self.io("cannot append to the journal", e))?;
-        file.sync_data()
-            .map_err(|e| self.io("cannot sync the journal to disk", e))?;
-        if len == 0 {
-            self.sync_folder()?;
-        }
-        *checked = Some(len + buf.len() as u64);
-        Ok(())
-    }
-
-    /// Checks the whole journal as `load` does and truncates a torn last line; returns the
-    /// length kept.
-    fn repair(&self, file: &mut File) -> Result<u64, SessionError> {
+        state.checked = None;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)
             .map_err(|e| self.io("cannot read the journal", e))?;
-        let layout = self.layout(&bytes)?;
-        let (keep, torn) = (layout.keep, layout.torn);
         // A journal that would not load is left as it is.
-        self.events(&bytes, layout)?;
-        if let Some((line, why)) = torn {
+        let parsed = self.reader().parse(&bytes)?;
+        state.sessions = file::summaries(&parsed.entries);
+        if parsed.version.is_some_and(|v| v < JOURNAL_FORMAT_VERSION) {
+            tracing::info!(journal = %self.location, "rewriting the session journal in format {JOURNAL_FORMAT_VERSION}");
+            let mut upgraded = header_line();
+            for entry in &parsed.entries {
+                let event = serde_json::to_vec(&entry.event).unwrap_or_default();
+                upgraded.extend(entry_line(&entry.session, entry.seq, entry.at_ms, &event));
+            }
+            file::replace(&self.path, &upgraded)
+                .map_err(|e| self.io("cannot rewrite the journal in the new format", e))?;
+            drop(file);
+            state.checked = Some(upgraded.len() as u64);
+            return open();
+        }
+        if let Some((line, why)) = parsed.torn {
             tracing::warn!(
-                journal = %self.location(),
+                journal = %self.location,
                 line,
                 "removing the torn last line of the session journal ({why}) before appending"
             );
-            file.set_len(keep as u64)
+            file.set_len(parsed.keep as u64)
                 .map_err(|e| self.io("cannot truncate the torn last line", e))?;
         }
-        Ok(keep as u64)
+        state.checked = Some(parsed.keep as u64);
+        Ok(file)
     }
 
-    /// Syncs the journal's folder, so a file just created survives a crash.
-    fn sync_folder(&self) -> Result<(), SessionError> {
-        let folder = match self.path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        // Opening a folder to sync it works on Unix; elsewhere a failure is no error.
-        match File::open(folder) {
-            Ok(dir) => {
-                let _ = dir.sync_all();
-                Ok(())
-            }
-            Err(_) => Ok(()),
-        }
-    }
-
-    /// Splits `bytes` into the header, complete lines and a torn end, checking the header.
-    fn layout(&self, bytes: &[u8]) -> Result<Layout, SessionError> {
-        let mut layout = Layout {
-            version: None,
-            keep: 0,
-            lines: Vec::new(),
-            torn: None,
-        };
-        let mut start = 0;
-        let mut number = 0;
-        while start < bytes.len() {
-            number += 1;
-            let (end, terminated) = match bytes[start..].iter().position(|&b| b == b'\n') {
-                Some(i) => (start + i, true),
-                None => (bytes.len(), false),
-            };
-            let line = &bytes[start..end];
-            let next = end + usize::from(terminated);
-            if !terminated {
-                // A torn first line is a cut header: only a prefix of ours is that.
-                let blank = line.iter().all(u8::is_ascii_whitespace);
-                if layout.version.is_none() && !blank && !Header::line().starts_with(line) {
-                    return Err(self.not_a_journal(number));
+    fn append(&self, write: Write) -> Result<u64, SessionError> {
+        self.leases
+            .fenced(&self.location, &write.session, write.fence, || {
+                let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                // An empty append makes no file.
+                let mut file = if write.events.is_empty() && !self.path.exists() {
+                    state.sessions.clear();
+                    None
+                } else {
+                    Some(self.open_for_writing(&mut state)?)
+                };
+                let found = state.sessions.get(&write.session).map_or(0, |s| s.entries);
+                if found != write.expected {
+                    return Err(SessionError::Conflict {
+                        location: self.location.clone(),
+                        session: write.session.clone(),
+                        expected: write.expected,
+                        found,
+                    });
                 }
-                layout.torn = Some((number, "it has no newline at its end"));
-                break;
-            }
-            if line.iter().all(u8::is_ascii_whitespace) {
-                start = next;
-                layout.keep = next;
-                continue;
-            }
-            if layout.version.is_none() {
-                let version = self.header(line, number, next == bytes.len())?;
-                match version {
-                    Some(v) => layout.version = Some(v),
-                    // The only line, cut inside the header and not JSON: torn.
-                    None => {
-                        layout.torn = Some((number, "it is not JSON"));
-                        break;
-                    }
+                let Some(file) = file.as_mut().filter(|_| !write.events.is_empty()) else {
+                    return Ok(found);
+                };
+                let len = state.checked.unwrap_or_default();
+                let mut buf = Vec::new();
+                if len == 0 {
+                    buf.extend_from_slice(&header_line());
                 }
-            } else if next == bytes.len()
-                && serde_json::from_slice::<serde::de::IgnoredAny>(line).is_err()
-            {
-                layout.torn = Some((number, "it is not JSON"));
-                break;
-            } else {
-                layout.lines.push((number, start..end));
-            }
-            start = next;
-            layout.keep = next;
+                for (i, event) in write.events.iter().enumerate() {
+                    let seq = found + i as u64;
+                    buf.extend(entry_line(&write.session, seq, write.at_ms, event));
+                }
+                // From here until the data is synced, a failure may leave a torn end: check
+                // again next time.
+                state.checked = None;
+                file.write_all(&buf)
+                    .map_err(|e| self.io("cannot append to the journal", e))?;
+                file.sync_data()
+                    .map_err(|e| self.io("cannot sync the journal to disk", e))?;
+                if len == 0 {
+                    file::sync_folder(&self.path);
+                }
+                state.checked = Some(len + buf.len() as u64);
+                let info = state
+                    .sessions
+                    .entry(write.session.clone())
+                    .or_insert_with(|| SessionInfo {
+                        id: write.session.clone(),
+                        updated_ms: 0,
+                        steps: 0,
+                        entries: 0,
+                    });
+                info.entries += write.events.len() as u64;
+                info.steps += write.steps;
+                info.updated_ms = info.updated_ms.max(write.at_ms);
+                Ok(info.entries)
+            })
+    }
+
+    fn delete(&self, session: &str) -> Result<(), SessionError> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if !self.path.exists() {
+            return Ok(());
         }
-        if layout.version.is_none() {
-            // Blank lines and perhaps a torn header: nothing to keep, the header comes anew.
-            layout.keep = 0;
+        let mut file = self.open_for_writing(&mut state)?;
+        if !state.sessions.contains_key(session) {
+            return Ok(());
         }
-        Ok(layout)
-    }
-
-    /// The version of the header `line` (line `number`); `None` when it is the last line
-    /// and not JSON (torn). Errors for a newer version or a line that is no header.
-    fn header(&self, line: &[u8], number: usize, last: bool) -> Result<Option<u32>, SessionError> {
-        let value: serde_json::Value = match serde_json::from_slice(line) {
-            Ok(v) => v,
-            Err(_) if last && Header::line().starts_with(line) => return Ok(None),
-            Err(_) => return Err(self.not_a_journal(number)),
-        };
-        let header: Header = match serde_json::from_value(value) {
-            Ok(h) => h,
-            Err(_) => return Err(self.not_a_journal(number)),
-        };
-        if header.kind != HEADER_TYPE {
-            return Err(self.not_a_journal(number));
+        let mut bytes = Vec::new();
+        file.seek(std::io::SeekFrom::Start(0))
+            .and_then(|_| file.read_to_end(&mut bytes))
+            .map_err(|e| self.io("cannot read the journal", e))?;
+        let parsed = self.reader().parse(&bytes)?;
+        let mut kept = header_line();
+        for entry in parsed.entries.iter().filter(|e| e.session != session) {
+            kept.extend_from_slice(&bytes[entry.range.clone()]);
+            kept.push(b'\n');
         }
-        if header.version > JOURNAL_FORMAT_VERSION {
-            return Err(SessionError::NewerFormat {
-                location: self.location(),
-                found: header.version,
-                supported: JOURNAL_FORMAT_VERSION,
-            });
-        }
-        if header.version == 0 {
-            return Err(SessionError::Corrupt {
-                location: self.location(),
-                entry: number,
-                message: "the header names format version 0, which no Halo writes".into(),
-            });
-        }
-        Ok(Some(header.version))
-    }
-
-    fn not_a_journal(&self, number: usize) -> SessionError {
-        SessionError::Corrupt {
-            location: self.location(),
-            entry: number,
-            message: format!(
-                "this is not a Halo session journal: its first line is not the header {}; pass a new file or a journal the coder wrote",
-                String::from_utf8_lossy(Header::line().trim_ascii_end())
-            ),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use halo_core::session::JournalOutcome;
-    use halo_core::{
-        AssistantMessage, Fingerprint, FinishReason, Message, ToolCall, ToolResult, Usage,
-    };
-
-    use super::*;
-
-    fn block_on<F: std::future::Future>(f: F) -> F::Output {
-        futures::executor::block_on(f)
-    }
-
-    fn every_variant() -> Vec<JournalEvent> {
-        let call = ToolCall::new("call_1", "read", r#"{"path":"src/main.rs"}"#);
-        vec![
-            JournalEvent::Prefix {
-                fingerprint: Fingerprint([7; 32]),
-                prefix_bytes: 4210,
-                at_ms: 1,
-            },
-            JournalEvent::User {
-                message: Message::user("Fix the bug"),
-                injected: false,
-                at_ms: 2,
-            },
-            JournalEvent::Step {
-                assistant: AssistantMessage {
-                    text: "Looking.".into(),
-                    tool_calls: vec![call.clone()],
-                    ..Default::default()
-                },
-                results: vec![ToolResult::ok(&call, "fn main() {}\n")],
-                finish_reason: FinishReason::ToolCalls,
-                usage: Usage {
-                    input_tokens: Some(1200),
-                    cache_read_tokens: Some(1024),
-                    output_tokens: Some(12),
-                    ..Default::default()
-                },
-                at_ms: 3,
-            },
-            JournalEvent::User {
-                message: Message::user("also the tests"),
-                injected: true,
-                at_ms: 4,
-            },
-            JournalEvent::CompactBoundary {
-                history: vec![
-                    Message::user("fix the bug"),
-                    Message::user("also the tests"),
-                ],
-                injected: vec![1],
-                discardable: vec![],
-                at_ms: 5,
-            },
-            JournalEvent::Outcome {
-                outcome: JournalOutcome::Error {
-                    message: "rate limited".into(),
-                },
-                at_ms: 6,
-            },
-            JournalEvent::Outcome {
-                outcome: JournalOutcome::MaxStepsReached,
-                at_ms: 7,
-            },
-            JournalEvent::Outcome {
-                outcome: JournalOutcome::Answered,
-                at_ms: 8,
-            },
-        ]
-    }
-
-    fn store() -> (tempfile::TempDir, JsonlStore) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = JsonlStore::new(dir.path().join("s.jsonl"));
-        (dir, store)
-    }
-
-    fn line_of(event: &JournalEvent) -> String {
-        format!("{}\n", serde_json::to_string(event).unwrap())
-    }
-
-    const HEADER: &str = "{\"type\":\"halo_journal\",\"version\":1}\n";
-
-    #[test]
-    fn every_event_round_trips_and_each_append_adds_whole_lines() {
-        let (_dir, store) = store();
-        let events = every_variant();
-        block_on(store.append(&events[..3])).unwrap();
-        block_on(store.append(&events[3..])).unwrap();
-        block_on(store.append(&[])).unwrap();
-        assert_eq!(block_on(store.load()).unwrap(), events);
-        let text = std::fs::read_to_string(store.path()).unwrap();
-        let expected: String = std::iter::once(HEADER.to_string())
-            .chain(events.iter().map(line_of))
-            .collect();
-        assert_eq!(text, expected);
-        assert_eq!(text.lines().count(), 1 + events.len());
-    }
-
-    #[test]
-    fn a_missing_or_empty_file_is_an_empty_session() {
-        let (_dir, store) = store();
-        assert_eq!(block_on(store.load()).unwrap(), vec![]);
-        std::fs::write(store.path(), "").unwrap();
-        assert_eq!(block_on(store.load()).unwrap(), vec![]);
-        std::fs::write(store.path(), HEADER).unwrap();
-        assert_eq!(block_on(store.load()).unwrap(), vec![]);
-        // An empty file gets its header with the first events.
-        std::fs::write(store.path(), "").unwrap();
-        let events = every_variant();
-        block_on(store.append(&events[..1])).unwrap();
-        let text = std::fs::read_to_string(store.path()).unwrap();
-        assert_eq!(text, format!("{HEADER}{}", line_of(&events[0])));
-    }
-
-    // A process killed in the middle of its write leaves a line without its newline.
-    #[test]
-    fn a_torn_last_line_is_skipped_and_removed_before_the_next_append() {
-        let events = every_variant();
-        for cut in [1, 10, line_of(&events[2]).len() - 1] {
-            let (_dir, store) = store();
-            block_on(store.append(&events[..2])).unwrap();
-            let whole = std::fs::read(store.path()).unwrap();
-            let mut torn = whole.clone();
-            torn.extend_from_slice(&line_of(&events[2]).as_bytes()[..cut]);
-            std::fs::write(store.path(), &torn).unwrap();
-
-            assert_eq!(block_on(store.load()).unwrap(), events[..2], "cut at {cut}");
-            // A new store (a new process) appends after truncating the torn line.
-            let again = JsonlStore::new(store.path());
-            block_on(again.append(&events[3..4])).unwrap();
-            let mut expected = whole.clone();
-            expected.extend_from_slice(line_of(&events[3]).as_bytes());
-            assert_eq!(
-                std::fs::read(store.path()).unwrap(),
-                expected,
-                "cut at {cut}"
-            );
-            assert_eq!(
-                block_on(again.load()).unwrap(),
-                [&events[..2], &events[3..4]].concat()
-            );
-        }
-    }
-
-    #[test]
-    fn a_last_line_that_is_not_json_is_torn_too() {
-        let (_dir, store) = store();
-        let events = every_variant();
-        block_on(store.append(&events[..1])).unwrap();
-        let mut bytes = std::fs::read(store.path()).unwrap();
-        bytes.extend_from_slice(b"\0\0\0\0\n");
-        std::fs::write(store.path(), &bytes).unwrap();
-        assert_eq!(block_on(store.load()).unwrap(), events[..1]);
-        let again = JsonlStore::new(store.path());
-        block_on(again.append(&events[1..2])).unwrap();
-        assert_eq!(block_on(again.load()).unwrap(), events[..2]);
-    }
-
-    // A cut first write: the header itself is torn, so the journal holds nothing yet.
-    #[test]
-    fn a_torn_header_is_an_empty_session_and_is_rewritten() {
-        let (_dir, store) = store();
-        std::fs::write(store.path(), &HEADER.as_bytes()[..12]).unwrap();
-        assert_eq!(block_on(store.load()).unwrap(), vec![]);
-        let events = every_variant();
-        block_on(store.append(&events[..1])).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(store.path()).unwrap(),
-            format!("{HEADER}{}", line_of(&events[0]))
-        );
-    }
-
-    #[test]
-    fn a_bad_line_before_the_end_is_corrupt_with_its_line_number() {
-        let (_dir, store) = store();
-        let events = every_variant();
-        let text = format!(
-            "{HEADER}{}{{\"type\":\"step\",\"oops\n{}",
-            line_of(&events[0]),
-            line_of(&events[1])
-        );
-        std::fs::write(store.path(), &text).unwrap();
-        let err = block_on(store.load()).unwrap_err();
-        let SessionError::Corrupt {
-            entry, ref message, ..
-        } = err
-        else {
-            panic!("{err:?}")
-        };
-        assert_eq!(entry, 3);
-        assert!(message.contains("line 3"), "{message}");
-        assert!(err.to_string().contains("s.jsonl"), "{err}");
-        // Appending does not touch a damaged journal either.
-        assert!(matches!(
-            block_on(store.append(&events[..1])),
-            Err(SessionError::Corrupt { entry: 3, .. })
-        ));
-        assert_eq!(std::fs::read_to_string(store.path()).unwrap(), text);
-    }
-
-    // An event type this version does not know is kept for a person to look at.
-    #[test]
-    fn an_unknown_event_on_the_last_line_is_corrupt_not_torn() {
-        let (_dir, store) = store();
-        let text = format!("{HEADER}{{\"type\":\"hologram\",\"at_ms\":1}}\n");
-        std::fs::write(store.path(), &text).unwrap();
-        assert!(matches!(
-            block_on(store.load()),
-            Err(SessionError::Corrupt { entry: 2, .. })
-        ));
-    }
-
-    #[test]
-    fn a_newer_format_is_a_typed_error_and_is_not_appended_to() {
-        let (_dir, store) = store();
-        let text = "{\"type\":\"halo_journal\",\"version\":2}\n{\"type\":\"teleport\"}\n";
-        std::fs::write(store.path(), text).unwrap();
-        let err = block_on(store.load()).unwrap_err();
-        assert_eq!(
-            err,
-            SessionError::NewerFormat {
-                location: store.path().display().to_string(),
-                found: 2,
-                supported: 1,
-            }
-        );
-        assert!(err.to_string().contains("newer Halo"), "{err}");
-        assert!(matches!(
-            block_on(store.append(&every_variant()[..1])),
-            Err(SessionError::NewerFormat { found: 2, .. })
-        ));
-        assert_eq!(std::fs::read_to_string(store.path()).unwrap(), text);
-    }
-
-    // `--session README.md` must not append to (or truncate) a file that is no journal.
-    #[test]
-    fn a_file_that_is_no_journal_is_refused_and_left_alone() {
-        for text in ["# notes\nsome text\n", "no newline at all", "{\"a\":1}\n"] {
-            let (_dir, store) = store();
-            std::fs::write(store.path(), text).unwrap();
-            let err = block_on(store.load()).unwrap_err();
-            assert!(
-                matches!(&err, SessionError::Corrupt { entry: 1, message, .. } if message.contains("not a Halo session journal")),
-                "{text:?}: {err:?}"
-            );
-            assert!(block_on(store.append(&every_variant()[..1])).is_err());
-            assert_eq!(std::fs::read_to_string(store.path()).unwrap(), text);
-        }
-    }
-
-    #[test]
-    fn blank_lines_are_ignored() {
-        let (_dir, store) = store();
-        let events = every_variant();
-        let text = format!("{HEADER}\n{}\n{}", line_of(&events[0]), line_of(&events[1]));
-        std::fs::write(store.path(), text).unwrap();
-        assert_eq!(block_on(store.load()).unwrap(), events[..2]);
-    }
-
-    #[test]
-    fn a_missing_folder_is_an_io_error_that_names_the_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = JsonlStore::new(dir.path().join("nope/s.jsonl"));
-        let err = block_on(store.append(&every_variant()[..1])).unwrap_err();
-        assert!(
-            matches!(&err, SessionError::Io { location, message } if location.ends_with("nope/s.jsonl") && message.contains("cannot open")),
-            "{err:?}"
-        );
-    }
-
-    // Two stores on one file, as two processes would have: the lock makes the first appends
-    // write one header between them, and every batch lands whole. Without it (checked by
-    // removing the lock) two stores both see an empty file and both write a header, and the
-    // next append finds the second header a corrupt line and fails.
-    #[test]
-    fn two_stores_on_one_file_write_one_header_and_whole_batches() {
-        let events = every_variant();
-        for round in 0..20 {
-            let dir = tempfile::tempdir().unwrap();
-            let path = dir.path().join("shared.jsonl");
-            let writers: Vec<_> = (0..4)
-                .map(|_| {
-                    let store = JsonlStore::new(&path);
-                    let events = events.clone();
-                    std::thread::spawn(move || {
-                        for chunk in events.chunks(2) {
-                            block_on(store.append(chunk)).unwrap();
-                        }
-                    })
-                })
-                .collect();
-            for w in writers {
-                w.join().unwrap();
-            }
-            let text = std::fs::read_to_string(&path).unwrap();
-            assert_eq!(
-                text.matches(HEADER_TYPE).count(),
-                1,
-                "round {round}: one header line\n{text}"
-            );
-            let loaded = block_on(JsonlStore::new(&path).load()).unwrap();
-            assert_eq!(loaded.len(), 4 * events.len(), "round {round}");
-            // Each batch of two is whole: every event is followed by its batch partner.
-            for pair in events.chunks(2) {
-                let starts = loaded.windows(pair.len()).filter(|w| *w == pair).count();
-                assert_eq!(starts, 4, "round {round}: batch {pair:?} whole four times");
-            }
-        }
-    }
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn appends_inside_tokio_run_on_the_blocking_pool_and_clones_share_the_file() {
-        let (_dir, store) = store();
-        let events = every_variant();
-        let clone = store.clone();
-        let (a, b) = tokio::join!(store.append(&events[..4]), clone.append(&events[4..]));
-        a.unwrap();
-        b.unwrap();
-        let loaded = store.load().await.unwrap();
-        assert_eq!(loaded.len(), events.len());
-        // The two batches are whole, in either order.
-        assert!(
-            loaded == events || loaded == [&events[4..], &events[..4]].concat(),
-            "{loaded:?}"
-        );
+        state.checked = None;
+        file::replace(&self.path, &kept)
+            .map_err(|e| self.io("cannot rewrite the journal without the session", e))?;
+        state.sessions.remove(session);
+        state.checked = Some(kept.len() as u64);
+        Ok(())
     }
 }

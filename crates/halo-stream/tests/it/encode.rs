@@ -302,3 +302,57 @@ fn a_data_part_sends_its_id_and_leaves_out_transient_when_false() {
         r#"{"type":"data-halo-note","id":"n-1","data":[1,"two"]}"#
     );
 }
+
+#[test]
+fn steering_denials_and_step_usage_have_parts_of_their_own() {
+    let events = events_of(scenarios::tool_error(), "Weather in Atlantis?");
+    // Halo's events edited: a steering message entered before the second step, and the
+    // call's error result stands for a denial.
+    let mut edited: Vec<Result<AgentEvent, HaloError>> = Vec::new();
+    let mut steps = 0;
+    for event in events {
+        if matches!(event, AgentEvent::StepStart { .. }) {
+            steps += 1;
+            if steps == 2 {
+                edited.push(Ok(AgentEvent::Injected("in Celsius".into())));
+            }
+        }
+        edited.push(Ok(event));
+    }
+    let call_id = edited
+        .iter()
+        .find_map(|e| match e {
+            Ok(AgentEvent::ToolCall(call)) => Some(call.id.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let options = StreamOptions::new()
+        .with_denied_calls([call_id.clone()])
+        .with_step_usage(true);
+    let lines = json_lines(&chunks(edited, options));
+    assert!(lines.contains(&format!(
+        r#"{{"type":"tool-output-denied","toolCallId":"{call_id}"}}"#
+    )));
+    assert!(!lines.iter().any(|l| l.contains("tool-output-error")));
+    assert!(lines.contains(
+        &r#"{"type":"steering-message","id":"steering-1","parts":[{"type":"text","text":"in Celsius"}]}"#
+            .to_string()
+    ));
+    let usage: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("data-halo-step-usage"))
+        .collect();
+    assert_eq!(usage.len(), 2, "one per step: {lines:?}");
+    assert!(usage[0].starts_with(r#"{"type":"data-halo-step-usage","id":"usage-1","data":{"#));
+    assert!(usage[1].contains(r#""step":2"#));
+    // Without the options, the same error result is an error and no usage is sent.
+    let plain = json_lines(&chunks(
+        events_of(scenarios::tool_error(), "Weather in Atlantis?")
+            .into_iter()
+            .map(Ok)
+            .collect(),
+        StreamOptions::new(),
+    ));
+    assert!(plain.iter().any(|l| l.contains("tool-output-error")));
+    assert!(!plain.iter().any(|l| l.contains("data-halo-step-usage")));
+}

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use halo_core::session::{JournalEvent, JournalOutcome, SessionStore};
+use halo_core::session::{DEFAULT_SESSION, JournalEvent, JournalOutcome, SessionStore};
 use halo_core::testing::ScriptedModel;
 use halo_core::{
     AssistantMessage, CacheVerdict, FinishReason, HaloAgent, HaloError, Message, ModelResponse,
@@ -30,6 +30,7 @@ impl Tool for Count {
 
 fn answer(text: &str, input: u64, read: u64) -> ModelResponse {
     ModelResponse {
+        id: None,
         message: AssistantMessage {
             text: text.into(),
             ..Default::default()
@@ -41,7 +42,13 @@ fn answer(text: &str, input: u64, read: u64) -> ModelResponse {
             ..Default::default()
         },
         model: None,
+        provider: None,
     }
+}
+
+/// The journal at `path`, opened as a new process would.
+fn open(path: &std::path::Path) -> JsonlStore {
+    JsonlStore::open(path).unwrap()
 }
 
 fn agent(model: &ScriptedModel, system: &str, store: &JsonlStore) -> HaloAgent {
@@ -62,27 +69,42 @@ async fn a_file_journal_restores_the_log_and_a_changed_prefix_is_one_expected_mi
     let model = ScriptedModel::new()
         .tool_call("count", json!({}))
         .respond(answer("one", 3000, 0));
-    let mut first = agent(&model, &system, &JsonlStore::new(&path));
+    let mut first = agent(&model, &system, &open(&path));
     first.generate_text("count once").await.unwrap();
     let before = first.log().to_vec();
     drop(first);
-    let events = JsonlStore::new(&path).load().await.unwrap();
+    let events = open(&path).load(DEFAULT_SESSION).await.unwrap();
     let kinds: Vec<&str> = events
         .iter()
         .map(|e| match e {
             JournalEvent::User { .. } => "user",
             JournalEvent::Prefix { .. } => "prefix",
             JournalEvent::Step { .. } => "step",
+            JournalEvent::StepOpened { .. } => "step_opened",
+            JournalEvent::Call { .. } => "call",
             JournalEvent::Outcome { .. } => "outcome",
             _ => "other",
         })
         .collect();
-    assert_eq!(kinds, ["user", "prefix", "step", "step", "outcome"]);
+    // The step with the call opens (and the call, not safe to run twice, is journaled as
+    // started) before it runs; it is committed whole once its result is in.
+    assert_eq!(
+        kinds,
+        [
+            "user",
+            "prefix",
+            "step_opened",
+            "call",
+            "step",
+            "step",
+            "outcome"
+        ]
+    );
 
     // Same prefix, a new store on the same file (a new process): the log is back, and the
     // next call is judged against the journal's last one.
     let model = ScriptedModel::new().respond(answer("two", 3100, 2900));
-    let mut again = agent(&model, &system, &JsonlStore::new(&path));
+    let mut again = agent(&model, &system, &open(&path));
     again.restore_session().await.unwrap();
     assert_eq!(again.log().to_vec(), before);
     again.generate_text("and again").await.unwrap();
@@ -97,7 +119,7 @@ async fn a_file_journal_restores_the_log_and_a_changed_prefix_is_one_expected_mi
     let model = ScriptedModel::new()
         .respond(answer("three", 3200, 0))
         .respond(answer("four", 3300, 3100));
-    let mut changed = agent(&model, &"y".repeat(12_000), &JsonlStore::new(&path));
+    let mut changed = agent(&model, &"y".repeat(12_000), &open(&path));
     changed.generate_text("once more").await.unwrap();
     assert_eq!(
         changed.cache_ledger().last().unwrap().verdict,
@@ -111,6 +133,7 @@ async fn a_file_journal_restores_the_log_and_a_changed_prefix_is_one_expected_mi
     assert_eq!(changed.stats().prefix_fingerprint_changes, 1);
     assert_eq!(changed.stats().cache_busts, 0);
     let texts: Vec<String> = changed.log().to_vec().iter().map(Message::text).collect();
+    drop(changed);
     assert_eq!(
         texts,
         [
@@ -127,7 +150,7 @@ async fn a_file_journal_restores_the_log_and_a_changed_prefix_is_one_expected_mi
         ]
     );
     // One journal: four runs, each with its outcome, and a prefix line per fingerprint.
-    let events = JsonlStore::new(&path).load().await.unwrap();
+    let events = open(&path).load(DEFAULT_SESSION).await.unwrap();
     let outcomes = events
         .iter()
         .filter(|e| {
@@ -150,14 +173,14 @@ async fn a_file_journal_restores_the_log_and_a_changed_prefix_is_one_expected_mi
 // A process killed while writing a step leaves a torn line: the step is lost, the ones
 // before are not, and `resume` makes the lost step's model call again.
 #[tokio::test]
-async fn a_torn_step_is_skipped_and_resume_redoes_it() {
+async fn a_torn_step_is_skipped_and_its_started_call_is_closed_as_may_have_run() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("session.jsonl");
     let model = ScriptedModel::new()
         .tool_call("count", json!({}))
         .tool_call("count", json!({}))
         .text("counted twice");
-    let mut first = agent(&model, "You count.", &JsonlStore::new(&path));
+    let mut first = agent(&model, "You count.", &open(&path));
     first.generate_text("count twice").await.unwrap();
     let whole = first.log().to_vec();
     drop(first);
@@ -168,7 +191,7 @@ async fn a_torn_step_is_skipped_and_resume_redoes_it() {
     let second_step = lines
         .iter()
         .enumerate()
-        .filter(|(_, l)| l.starts_with("{\"type\":\"step\""))
+        .filter(|(_, l)| l.contains(",\"event\":{\"type\":\"step\""))
         .nth(1)
         .unwrap()
         .0;
@@ -182,7 +205,7 @@ async fn a_torn_step_is_skipped_and_resume_redoes_it() {
     let model = ScriptedModel::new()
         .tool_call("count", json!({}))
         .text("counted twice");
-    let mut resumed = agent(&model, "You count.", &JsonlStore::new(&path));
+    let mut resumed = agent(&model, "You count.", &open(&path));
     resumed.restore_session().await.unwrap();
     assert_eq!(
         resumed.log().len(),
@@ -191,14 +214,19 @@ async fn a_torn_step_is_skipped_and_resume_redoes_it() {
     );
     let out = resumed.resume().await.unwrap();
     assert_eq!(out.text, "counted twice");
-    // The same conversation, the second call's id aside (the script makes a new one).
+    // The second step was open in the journal, its call journaled as started: resumed, it is
+    // closed as may-have-run (never run twice), and the model calls `count` again.
     let shape = |log: &[Message]| -> Vec<(&'static str, String)> {
         log.iter().map(|m| (m.role(), m.text())).collect()
     };
-    assert_eq!(shape(&resumed.log().to_vec()), shape(&whole));
+    let mut expected = shape(&whole);
+    expected.insert(3, ("assistant", String::new()));
+    expected.insert(4, ("tool", halo_core::request::MAY_HAVE_RUN.to_string()));
+    assert_eq!(shape(&resumed.log().to_vec()), expected);
     model.assert_consumed();
+    drop(resumed);
     // And the file holds every line whole again.
-    let events = JsonlStore::new(&path).load().await.unwrap();
+    let events = open(&path).load(DEFAULT_SESSION).await.unwrap();
     assert!(std::fs::read_to_string(&path).unwrap().ends_with('\n'));
     assert!(matches!(
         events.last(),
@@ -208,7 +236,7 @@ async fn a_torn_step_is_skipped_and_resume_redoes_it() {
         })
     ));
     // Nothing to resume once answered.
-    let mut done = agent(&ScriptedModel::new(), "You count.", &JsonlStore::new(&path));
+    let mut done = agent(&ScriptedModel::new(), "You count.", &open(&path));
     assert!(matches!(
         done.resume().await,
         Err(HaloError::NothingToResume)

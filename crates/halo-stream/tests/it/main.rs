@@ -2,6 +2,9 @@
 
 mod body;
 mod encode;
+#[cfg(feature = "gateway")]
+mod gateway;
 mod journal;
 mod scenarios;
+mod stores;
 mod transcripts;

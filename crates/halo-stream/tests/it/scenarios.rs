@@ -49,6 +49,7 @@ fn usage(input: u64, output: u64, cached: u64) -> Usage {
 
 fn answer(text: &str) -> ModelResponse {
     ModelResponse {
+        id: None,
         message: AssistantMessage {
             text: text.into(),
             ..AssistantMessage::default()
@@ -56,6 +57,7 @@ fn answer(text: &str) -> ModelResponse {
         finish_reason: FinishReason::Stop,
         usage: usage(180, 12, 128),
         model: None,
+        provider: None,
     }
 }
 
@@ -63,6 +65,7 @@ fn answer(text: &str) -> ModelResponse {
 pub fn tool_run() -> HaloAgent {
     let call = ToolCall::new("call_1", "get_weather", r#"{"city":"Paris"}"#);
     let first = ModelResponse {
+        id: None,
         message: AssistantMessage {
             text: "Let me check.".into(),
             reasoning: vec![Reasoning {
@@ -74,6 +77,7 @@ pub fn tool_run() -> HaloAgent {
         finish_reason: FinishReason::ToolCalls,
         usage: usage(150, 20, 0),
         model: None,
+        provider: None,
     };
     let final_text = "It is sunny in Paris: 21 °C.\nEnjoy! 🌞";
     let model = ScriptedModel::new()
@@ -129,6 +133,7 @@ pub fn bad_arguments() -> HaloAgent {
 pub fn cache_bust() -> HaloAgent {
     let call = ToolCall::new("call_1", "get_weather", r#"{"city":"Paris"}"#);
     let first = ModelResponse {
+        id: None,
         message: AssistantMessage {
             tool_calls: vec![call],
             ..AssistantMessage::default()
@@ -136,6 +141,7 @@ pub fn cache_bust() -> HaloAgent {
         finish_reason: FinishReason::ToolCalls,
         usage: usage(5000, 20, 0),
         model: None,
+        provider: None,
     };
     let mut second = answer("It is sunny in Paris.");
     second.usage = usage(5100, 8, 0);
@@ -153,6 +159,96 @@ pub fn model_error() -> HaloAgent {
         }),
     ]);
     agent(model)
+}
+
+/// A writer that asks a named agent (`forecaster`, with the weather tool of its own): the
+/// forecaster's steps, tool call and text reach the stream as preliminary outputs of the
+/// writer's call, then its answer is the call's output.
+pub fn sub_agent() -> HaloAgent {
+    let model = ScriptedModel::new()
+        .tool_call(
+            "forecaster",
+            serde_json::json!({"task": "Weather in Paris?"}),
+        )
+        .tool_call("get_weather", serde_json::json!({"city": "Paris"}))
+        .text("Sunny in Paris, 21 °C.")
+        .text("The forecaster says: sunny in Paris.");
+    let forecaster = agent(model.clone()).as_tool(
+        "forecaster",
+        "Answers weather questions; give it the question.",
+    );
+    match HaloAgent::builder(model)
+        .system("You write the weather report.")
+        .tool(forecaster)
+    {
+        Ok(builder) => builder.build(),
+        Err(e) => panic!("the scenario's tool is valid: {e}"),
+    }
+}
+
+/// A deploy that needs someone's approval: the run pauses with the call waiting.
+pub struct Deploy;
+
+impl Tool for Deploy {
+    type Args = GetWeatherArgs;
+    fn name(&self) -> &str {
+        "deploy"
+    }
+    fn description(&self) -> &str {
+        "Deploys the app to a city's data center."
+    }
+    fn annotations(&self) -> halo_core::ToolAnnotations {
+        halo_core::ToolAnnotations::default().with_needs_approval(true)
+    }
+    async fn call(&self, args: GetWeatherArgs) -> Result<ToolOutput, ToolError> {
+        Ok(ToolOutput::text(format!("deployed in {}", args.city)))
+    }
+}
+
+/// A call that needs approval: the stream ends with `tool-approval-request` and a `finish`
+/// whose reason is `tool-calls`.
+pub fn approval() -> HaloAgent {
+    let call = ToolCall::new("call_1", "deploy", r#"{"city":"Paris"}"#);
+    let first = ModelResponse {
+        id: None,
+        message: AssistantMessage {
+            text: "Deploying.".into(),
+            tool_calls: vec![call],
+            ..AssistantMessage::default()
+        },
+        finish_reason: FinishReason::ToolCalls,
+        usage: usage(100, 10, 0),
+        model: None,
+        provider: None,
+    };
+    match HaloAgent::builder(ScriptedModel::new().respond(first))
+        .system("You deploy apps.")
+        .tool(Deploy)
+    {
+        Ok(builder) => builder.pause_for_approvals().build(),
+        Err(e) => panic!("the scenario's tool is valid: {e}"),
+    }
+}
+
+/// A triage agent that hands the conversation to the weather desk, which answers.
+pub fn handoff() -> HaloAgent {
+    let model = ScriptedModel::new()
+        .tool_call("transfer_to_weather", serde_json::json!({}))
+        .text("Sunny in Paris.");
+    let weather = HaloAgent::builder(model.clone())
+        .name("weather")
+        .system("You answer weather questions.")
+        .tool(GetWeather);
+    let built = HaloAgent::builder(model)
+        .name("triage")
+        .system("You route questions.")
+        .handoff(halo_core::Handoff::to("weather"))
+        .and_then(|triage| Ok((triage.build(), weather?.build())))
+        .and_then(|(triage, weather)| triage.with_peers([weather]));
+    match built {
+        Ok(agent) => agent,
+        Err(e) => panic!("the scenario's agents are valid: {e}"),
+    }
 }
 
 fn agent(model: ScriptedModel) -> HaloAgent {
@@ -191,6 +287,24 @@ pub fn all() -> Vec<(&'static str, HaloAgent, &'static str, StreamOptions)> {
             cache_bust(),
             "What is the weather in Paris?",
             StreamOptions::new(),
+        ),
+        (
+            "sub_agent",
+            sub_agent(),
+            "Write the weather report for Paris.",
+            StreamOptions::new(),
+        ),
+        (
+            "handoff",
+            handoff(),
+            "Weather in Paris?",
+            StreamOptions::new(),
+        ),
+        (
+            "approval",
+            approval(),
+            "Deploy to Paris.",
+            StreamOptions::new().with_message_id("msg_2"),
         ),
         (
             "model_error",

@@ -296,6 +296,80 @@ test('cache_bust without the transient flag: the same part would be stored in th
   );
 });
 
+// Every message snapshot `readUIMessageStream` yields, as the chat UI would render them.
+async function snapshots(bytes) {
+  const stream = await transportServing(bytes).sendMessages({
+    chatId: 'chat-1',
+    messages: [userMessage('hi')],
+    abortSignal: undefined,
+    trigger: 'submit-message',
+    messageId: undefined,
+  });
+  const seen = [];
+  for await (const m of readUIMessageStream({ stream })) {
+    seen.push(JSON.parse(JSON.stringify(m)));
+  }
+  return seen;
+}
+
+test('sub_agent: the inner agent\'s steps, tool call and text arrive as preliminary outputs of the call, tagged, then its answer', async () => {
+  const { parts, errors, message } = await assemble(await transcript('sub_agent'));
+  assert.deepEqual(errors, []);
+  const preliminary = parts.filter(p => p.type === 'tool-output-available' && p.preliminary);
+  assert.ok(preliminary.length >= 3, JSON.stringify(parts));
+  for (const p of preliminary) {
+    assert.equal(p.toolCallId, 'call_1');
+    assert.equal(p.output.role, 'assistant');
+    assert.deepEqual(p.output.metadata, { agent: 'forecaster', depth: 1 });
+  }
+  // The last preliminary output: the forecaster's whole message.
+  assert.deepEqual(preliminary.at(-1).output.parts, [
+    { type: 'step-start' },
+    {
+      type: 'tool-get_weather',
+      toolCallId: 'call_2',
+      state: 'output-available',
+      input: { city: 'Paris' },
+      output: 'sunny, 21 °C, "clear skies"',
+    },
+    { type: 'step-start' },
+    { type: 'text', text: 'Sunny in Paris, 21 °C.', state: 'done' },
+  ]);
+  // While the forecaster worked, the writer's tool part showed its message, marked
+  // preliminary; the call's result replaced it.
+  const shown = (await snapshots(await transcript('sub_agent')))
+    .map(m => m.parts.find(p => p.type === 'tool-forecaster'))
+    .filter(p => p && p.preliminary);
+  assert.ok(
+    shown.some(p => p.output.parts.some(q => q.type === 'tool-get_weather' && q.state === 'input-available')),
+    JSON.stringify(shown),
+  );
+  assert.ok(shown.some(p => p.output.parts.some(q => q.type === 'text' && q.text === 'Sunny in Paris, 21 °C.')));
+  const tool = message.parts.find(p => p.type === 'tool-forecaster');
+  assert.equal(tool.state, 'output-available');
+  assert.equal(tool.output, 'Sunny in Paris, 21 °C.');
+  assert.equal(tool.preliminary, undefined);
+  assert.equal(message.parts.at(-1).text, 'The forecaster says: sunny in Paris.');
+});
+
+test('handoff: onData gets the transient handoff part, the message has the transfer call and the other agent\'s answer', async () => {
+  const received = [];
+  const { chat, finished } = await chatTurn(await transcript('handoff'), 'Weather in Paris?', {
+    onData: part => received.push(part),
+  });
+  assert.equal(chat.status, 'ready');
+  assert.equal(finished.finishReason, 'stop');
+  assert.deepEqual(received, [
+    { type: 'data-halo-handoff', data: { from: 'triage', to: 'weather' }, transient: true },
+  ]);
+  const answer = chat.messages[1];
+  assert.deepEqual(
+    answer.parts.map(p => p.type),
+    ['step-start', 'tool-transfer_to_weather', 'step-start', 'text'],
+  );
+  assert.equal(answer.parts.at(-1).text, 'Sunny in Paris.');
+});
+
 // The checks above can fail: the same client rejects parts that break the protocol.
 
 async function rejectionOf(bytes) {
@@ -306,6 +380,23 @@ async function rejectionOf(bytes) {
   }
   assert.fail('the malformed stream was accepted');
 }
+
+test('approval: the request assembles into a tool part waiting for approval, the finish reason is tool-calls', async () => {
+  const { parts, errors, message } = await assemble(await transcript('approval'));
+  assert.deepEqual(errors, []);
+  assert.deepEqual(parts.find(p => p.type === 'tool-approval-request'), {
+    type: 'tool-approval-request',
+    approvalId: 'call_1',
+    toolCallId: 'call_1',
+    reason: '`deploy` runs only once approved',
+  });
+  assert.equal(parts.at(-1).type, 'finish');
+  assert.equal(parts.at(-1).finishReason, 'tool-calls');
+  const tool = message.parts.find(p => p.type === 'tool-deploy');
+  assert.equal(tool.state, 'approval-requested');
+  assert.deepEqual(tool.approval, { id: 'call_1', requestReason: '`deploy` runs only once approved' });
+  assert.deepEqual(tool.input, { city: 'Paris' });
+});
 
 test('a part missing a required field fails the schema validation', async () => {
   const good = (await transcript('tool_run')).toString('utf8');
