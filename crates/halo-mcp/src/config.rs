@@ -1,4 +1,4 @@
-//! The `mcpServers` configuration of Claude Desktop and Claude Code, which the coder reads
+//! The `mcpServers` configuration of Claude Desktop and Claude Code, which an MCP client reads
 //! from `.mcp.json` / `.agent/mcp.json` and the library takes as [`McpConfig`].
 //!
 //! ```json

@@ -37,4 +37,6 @@ pub use config::{ConfigError, HttpConfig, McpConfig, ServerConfig, ServerTranspo
 
 // The server side (`src/server/`).
 pub mod server;
-pub use server::{AgentAsTool, McpServer, McpServerBuilder, Progress, ServeError};
+#[allow(deprecated)]
+pub use server::AgentAsTool;
+pub use server::{McpServer, McpServerBuilder, Progress, ServeError, ServedAgent};

@@ -26,12 +26,19 @@ use halo_core::sandbox::{
     GrepRequest, Metadata, Sandbox, SandboxError, SandboxPath,
 };
 
+use crate::protect::{Look, Protection};
 use crate::tools::{self, ToolOptions};
 
+mod cgroup;
 mod exec;
+mod guard;
+pub(crate) mod limits;
 pub(crate) mod os;
 mod search;
+#[cfg(target_os = "linux")]
+mod seccomp;
 
+pub use limits::{ExecLimits, Limit};
 pub use os::SandboxMode;
 
 /// The environment variables commands inherit by default: `PATH`, `HOME`, `USER`,
@@ -65,8 +72,12 @@ pub const DEFAULT_ENV_ALLOWLIST: &[&str] = &[
 /// tool) never touch a file outside the root: `..`, absolute paths, and symbolic links
 /// leading out of the root — made before or during the run — are refused with
 /// [`SandboxError::OutsideRoot`]; walks never follow links. Protected paths
-/// ([`with_protected_paths`](Self::with_protected_paths)) stay read-only, also through
-/// links inside the root that lead into them.
+/// ([`with_protected_paths`](Self::with_protected_paths)) and names at any depth
+/// ([`with_protected_names`](Self::with_protected_names)) stay read-only, also through
+/// links inside the root that lead into them; [`with_default_protection`](Self::with_default_protection)
+/// protects what programs outside the sandbox start processes from (`.git`, `.mcp.json`).
+/// Commands cannot change the existing ones, and what they make of them is renamed when
+/// they end.
 ///
 /// **exec** runs each command in an OS sandbox (bubblewrap, on Linux) chosen by
 /// [`with_mode`](Self::with_mode): by default ([`SandboxMode::WorkspaceWrite`]) it may write
@@ -112,22 +123,27 @@ pub(crate) struct Inner {
     pub(crate) root: PathBuf,
     /// The capability every file operation goes through.
     pub(crate) dir: Arc<Dir>,
-    protected: Vec<SandboxPath>,
+    /// The protected paths and names.
+    pub(crate) protection: Protection,
     env_allowlist: Vec<String>,
     /// How commands are confined.
     mode: SandboxMode,
     /// Whether commands in the OS sandbox may use the network.
     network: bool,
+    /// What each command in the OS sandbox may use.
+    limits: ExecLimits,
 }
 
 impl fmt::Debug for ContainerSandbox {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ContainerSandbox")
             .field("root", &self.inner.root)
-            .field("protected", &self.inner.protected)
+            .field("protected", &self.inner.protection.paths)
+            .field("protected_names", &self.inner.protection.names)
             .field("env_allowlist", &self.inner.env_allowlist)
             .field("mode", &self.inner.mode)
             .field("network", &self.inner.network)
+            .field("limits", &self.inner.limits)
             .field("tool_options", &self.tool_options)
             .finish()
     }
@@ -160,13 +176,14 @@ impl ContainerSandbox {
             inner: Arc::new(Inner {
                 root,
                 dir: Arc::new(dir),
-                protected: Vec::new(),
+                protection: Protection::default(),
                 env_allowlist: DEFAULT_ENV_ALLOWLIST
                     .iter()
                     .map(|s| (*s).to_string())
                     .collect(),
                 mode: SandboxMode::default(),
                 network: false,
+                limits: ExecLimits::default(),
             }),
             tool_options: ToolOptions::default(),
         })
@@ -191,8 +208,61 @@ impl ContainerSandbox {
         S: AsRef<str>,
     {
         let added = parse_protected(paths)?;
-        add_protected(&mut Arc::make_mut(&mut self.inner).protected, added);
+        Arc::make_mut(&mut self.inner).protection.add_paths(added);
         Ok(self)
+    }
+
+    /// Makes names read-only wherever they appear in the root, e.g. `[".git"]`, which
+    /// protects `.git`, `sub/.git` and `a/b/.git` alike: what
+    /// [`with_protected_paths`](Self::with_protected_paths) does for one path, for every path
+    /// that goes through the name (as written or once links are resolved). With `.git`
+    /// among the names, a folder git takes for a bare repository (`HEAD` with `objects`
+    /// and `refs`, or with `commondir`) is protected too, and making one is refused. In
+    /// [`SandboxMode::WorkspaceWrite`], the ones that exist are bound read-only for each
+    /// command, and the ones a command makes are renamed when it ends, the command's
+    /// result saying so (`docs/sandbox.md`). Adds to the names protected before.
+    ///
+    /// # Errors
+    /// [`SandboxError::InvalidPath`] for the first name that is empty, `.` or `..`, or holds
+    /// a `/` or a NUL byte; the sandbox is not returned.
+    pub fn with_protected_names<I, S>(mut self, names: I) -> Result<Self, SandboxError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        Arc::make_mut(&mut self.inner).protection.add_names(names)?;
+        Ok(self)
+    }
+
+    /// Protects the files programs outside the sandbox start processes from:
+    /// [`PROTECTED_NAMES`](crate::PROTECTED_NAMES) at any depth (`.git`) and
+    /// [`PROTECTED_PATHS`](crate::PROTECTED_PATHS) (`.mcp.json`, `.agent/mcp.json`), adding
+    /// to what was protected before. Add files of your own that a program runs from (a
+    /// session journal inside the root) with [`with_protected_paths`](Self::with_protected_paths).
+    ///
+    /// ```
+    /// use halo_core::Sandbox;
+    /// use halo_core::sandbox::{SandboxError, SandboxPath};
+    /// use halo_sandbox::ContainerSandbox;
+    ///
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let sandbox = ContainerSandbox::new(dir.path()).unwrap().with_default_protection();
+    /// let path = |s: &str| SandboxPath::parse(s).unwrap();
+    /// for refused in ["vendor/lib/.git/hooks/pre-commit", ".mcp.json", ".agent/mcp.json"] {
+    ///     let e = sandbox.write(&path(refused), vec![]).await.unwrap_err();
+    ///     assert!(matches!(e, SandboxError::ReadOnly { .. }), "{e}");
+    /// }
+    /// # });
+    /// ```
+    pub fn with_default_protection(mut self) -> Self {
+        let set = Protection::default_set();
+        let protection = &mut Arc::make_mut(&mut self.inner).protection;
+        protection.add_paths(set.paths);
+        protection
+            .add_names(set.names)
+            .expect("the default names are valid");
+        self
     }
 
     /// Replaces the names of the environment variables commands inherit from this process.
@@ -236,6 +306,20 @@ impl ContainerSandbox {
         self.inner.mode
     }
 
+    /// Sets what each command in the OS sandbox may use: memory, processes, file size, CPU
+    /// time, the size of its private `/tmp` (default [`ExecLimits::default`]; unconfined
+    /// commands get no limits). A command over a limit fails, and its result names the
+    /// limit ([`ExecOutput::limit`]).
+    pub fn with_limits(mut self, limits: ExecLimits) -> Self {
+        Arc::make_mut(&mut self.inner).limits = limits;
+        self
+    }
+
+    /// What each command in the OS sandbox may use.
+    pub fn limits(&self) -> &ExecLimits {
+        &self.inner.limits
+    }
+
     /// Sets the options of the tools [`tools`](Self::tools) builds.
     pub fn with_tool_options(mut self, options: ToolOptions) -> Self {
         self.tool_options = options;
@@ -261,7 +345,12 @@ impl ContainerSandbox {
 
     /// The protected paths.
     pub fn protected_paths(&self) -> &[SandboxPath] {
-        &self.inner.protected
+        &self.inner.protection.paths
+    }
+
+    /// The protected names.
+    pub fn protected_names(&self) -> &[String] {
+        &self.inner.protection.names
     }
 
     /// The environment variables commands inherit.
@@ -374,21 +463,20 @@ impl Sandbox for ContainerSandbox {
     }
 
     async fn grep(&self, request: GrepRequest) -> Result<GrepOutput, SandboxError> {
+        // Each search holds a buffer of up to MAX_SEARCH_LINE_BYTES per walker thread: the
+        // searches of the whole process take turns, so many at once stay in bounded memory.
+        let _turn = search::turn().await;
         self.blocking(move |inner| search::grep(inner, &request))
             .await
     }
 
     async fn exec(&self, request: ExecRequest) -> Result<ExecOutput, SandboxError> {
-        let protected: Vec<String> = self
-            .inner
-            .protected
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
         let confinement = exec::Confinement {
             mode: self.inner.mode,
             network: self.inner.network,
-            protected: &protected,
+            dir: Arc::clone(&self.inner.dir),
+            protection: self.inner.protection.clone(),
+            limits: &self.inner.limits,
         };
         exec::exec(
             &self.inner.root,
@@ -413,15 +501,6 @@ where
         .into_iter()
         .map(|p| SandboxPath::parse(p.as_ref()))
         .collect()
-}
-
-/// Adds `added` to the protected paths `to`, in order, skipping those already there.
-pub(crate) fn add_protected(to: &mut Vec<SandboxPath>, added: Vec<SandboxPath>) {
-    for path in added {
-        if !to.contains(&path) {
-            to.push(path);
-        }
-    }
 }
 
 /// The most symbolic links one write resolution follows: 40, as Linux (`MAXSYMLINKS`).
@@ -672,7 +751,13 @@ impl Inner {
         let kind = kind_of(meta.file_type());
         let read_only = match self.dir.canonicalize(cap(path)) {
             Ok(real) => self.check_writable(path, &normal(&real), false).is_err(),
-            Err(_) => self.protected_lexically(path, false).is_some(),
+            Err(_) => {
+                self.protected_lexically(path, false).is_some()
+                    || self
+                        .protection
+                        .check_names(path, &written(path), &written(path), false, self)
+                        .is_err()
+            }
         };
         Ok(Metadata {
             kind,
@@ -793,7 +878,8 @@ impl Inner {
     /// The protected path `path` lies under (or, with `holds`, one that lies under `path`),
     /// compared as written.
     fn protected_lexically(&self, path: &SandboxPath, holds: bool) -> Option<&SandboxPath> {
-        self.protected
+        self.protection
+            .paths
             .iter()
             .find(|p| path.starts_with(p) || (holds && p.starts_with(path)))
     }
@@ -814,7 +900,7 @@ impl Inner {
         if let Some(p) = self.protected_lexically(path, holds) {
             return Err(refuse(p));
         }
-        for p in &self.protected {
+        for p in &self.protection.paths {
             let mut forms = vec![PathBuf::from(p.as_str())];
             if let Ok(resolved) = self.dir.canonicalize(cap(p)) {
                 forms.push(normal(&resolved));
@@ -826,6 +912,49 @@ impl Inner {
                 return Err(refuse(p));
             }
         }
-        Ok(())
+        let real: Vec<String> = real
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        let real: Vec<&str> = real.iter().map(String::as_str).collect();
+        self.protection
+            .check_names(path, &written(path), &real, holds, self)
+    }
+}
+
+/// The components of `path` as written.
+fn written(path: &SandboxPath) -> Vec<&str> {
+    path.components().collect()
+}
+
+/// `at` as a path relative to the root, `.` for the root.
+fn rel(at: &[&str]) -> PathBuf {
+    if at.is_empty() {
+        PathBuf::from(".")
+    } else {
+        at.iter().collect()
+    }
+}
+
+impl Look for Inner {
+    fn exists(&self, at: &[&str]) -> bool {
+        self.dir.symlink_metadata(rel(at)).is_ok()
+    }
+
+    fn entries(&self, at: &[&str]) -> Vec<(String, bool)> {
+        // Only a real folder is listed (a link to one is an entry, not a folder to enter).
+        if !at.is_empty() && !self.dir.symlink_metadata(rel(at)).is_ok_and(|m| m.is_dir()) {
+            return Vec::new();
+        }
+        match self.dir.read_dir(rel(at)) {
+            Ok(entries) => entries
+                .filter_map(Result::ok)
+                .map(|e| {
+                    let is_dir = e.file_type().is_ok_and(|t| t.is_dir());
+                    (e.file_name().to_string_lossy().into_owned(), is_dir)
+                })
+                .collect(),
+            Err(_) => Vec::new(),
+        }
     }
 }

@@ -37,7 +37,7 @@
 //! and machines.
 //!
 //! ```
-//! use halo_core::tool::DynTool;
+//! use halo_core::{ToolCall, ToolContext, tool::DynTool};
 //! use halo_sandbox::ContainerSandbox;
 //! use serde_json::json;
 //!
@@ -45,13 +45,15 @@
 //! let dir = tempfile::tempdir().unwrap();
 //! let tools = ContainerSandbox::new(dir.path()).unwrap().tools();
 //! let tool = |name: &str| tools.iter().find(|t| t.spec().name == name).unwrap().clone();
+//! // Outside an agent, a call runs with a context of its own.
+//! let cx = ToolContext::detached(ToolCall::new("c1", "read", "{}"));
 //!
-//! let wrote = tool("write").call_json(json!({"path": "notes/a.txt", "content": "hi\nthere\n"})).await.unwrap();
+//! let wrote = tool("write").call_json(json!({"path": "notes/a.txt", "content": "hi\nthere\n"}), &cx).await.unwrap();
 //! assert_eq!(wrote.content, "wrote 9 bytes to `notes/a.txt`");
-//! let read = tool("read").call_json(json!({"path": "notes/a.txt"})).await.unwrap();
+//! let read = tool("read").call_json(json!({"path": "notes/a.txt"}), &cx).await.unwrap();
 //! assert_eq!(read.content, "     1\thi\n     2\tthere");
 //! let edited = tool("edit")
-//!     .call_json(json!({"path": "notes/a.txt", "old_string": "there", "new_string": "you"}))
+//!     .call_json(json!({"path": "notes/a.txt", "old_string": "there", "new_string": "you"}), &cx)
 //!     .await
 //!     .unwrap();
 //! assert_eq!(
@@ -59,7 +61,7 @@
 //!     "replaced 1 occurrence in `notes/a.txt`\n--- a/notes/a.txt\n+++ b/notes/a.txt\n\
 //!      @@ -1,2 +1,2 @@\n hi\n-there\n+you"
 //! );
-//! let refused = tool("read").call_json(json!({"path": "../secret"})).await.unwrap_err();
+//! let refused = tool("read").call_json(json!({"path": "../secret"}), &cx).await.unwrap_err();
 //! assert_eq!(
 //!     refused.to_string(),
 //!     "path `../secret` is outside the sandbox root; use a path relative to the root"
@@ -71,15 +73,17 @@ mod container;
 pub mod harness;
 mod memory;
 pub mod policy;
+mod protect;
 mod search;
 mod text;
 mod tools;
 
-pub use container::{ContainerSandbox, DEFAULT_ENV_ALLOWLIST, SandboxMode};
+pub use container::{ContainerSandbox, DEFAULT_ENV_ALLOWLIST, ExecLimits, Limit, SandboxMode};
 pub use halo_core::sandbox::SandboxError;
 pub use memory::{MAX_SYMLINK_FOLLOWS, VirtualSandbox};
+pub use protect::{PROTECTED_NAMES, PROTECTED_PATHS};
 pub use tools::{
     DEFAULT_EXEC_TIMEOUT, DEFAULT_OUTPUT_LIMIT, DEFAULT_READ_LINES, MAX_EXEC_TIMEOUT,
     MAX_GREP_CONTEXT, MAX_LINE_BYTES, MAX_OPEN_FILE_BYTES, MAX_READ_FILE_BYTES, MAX_RESULTS,
-    MIN_OUTPUT_LIMIT, NOTES_MARGIN, ToolOptions, tools,
+    MAX_SEARCH_LINE_BYTES, MIN_OUTPUT_LIMIT, NOTES_MARGIN, ToolOptions, tools,
 };

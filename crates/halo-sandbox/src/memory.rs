@@ -34,7 +34,8 @@ use halo_core::sandbox::{
 };
 use ignore::gitignore::Gitignore;
 
-use crate::container::{add_protected, link_loop, parse_protected};
+use crate::container::{link_loop, parse_protected};
+use crate::protect::{Look, Protection};
 use crate::search::{
     GrepQuery, MAX_GITIGNORE_BYTES, Smallest, compile_glob, gitignore_rules, is_ignored, join,
 };
@@ -79,7 +80,7 @@ pub const MAX_SYMLINK_FOLLOWS: usize = 40;
 #[derive(Debug, Clone, Default)]
 pub struct VirtualSandbox {
     tree: Arc<RwLock<Tree>>,
-    protected: Arc<[SandboxPath]>,
+    protection: Arc<Protection>,
     tool_options: ToolOptions,
 }
 
@@ -179,15 +180,47 @@ impl VirtualSandbox {
         S: AsRef<str>,
     {
         let added = parse_protected(paths)?;
-        let mut protected = self.protected.to_vec();
-        add_protected(&mut protected, added);
-        self.protected = protected.into();
+        Arc::make_mut(&mut self.protection).add_paths(added);
         Ok(self)
+    }
+
+    /// Makes names read-only wherever they appear, e.g. `[".git"]` (`sub/.git` as well as
+    /// `.git`); with `.git`, bare repositories too. As
+    /// [`ContainerSandbox::with_protected_names`](crate::ContainerSandbox::with_protected_names).
+    ///
+    /// # Errors
+    /// [`SandboxError::InvalidPath`] for the first name that is empty, `.` or `..`, or holds
+    /// a `/` or a NUL byte; the sandbox is not returned.
+    pub fn with_protected_names<I, S>(mut self, names: I) -> Result<Self, SandboxError>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        Arc::make_mut(&mut self.protection).add_names(names)?;
+        Ok(self)
+    }
+
+    /// Protects [`PROTECTED_NAMES`](crate::PROTECTED_NAMES) at any depth and
+    /// [`PROTECTED_PATHS`](crate::PROTECTED_PATHS), as
+    /// [`ContainerSandbox::with_default_protection`](crate::ContainerSandbox::with_default_protection).
+    pub fn with_default_protection(mut self) -> Self {
+        let set = Protection::default_set();
+        let protection = Arc::make_mut(&mut self.protection);
+        protection.add_paths(set.paths);
+        protection
+            .add_names(set.names)
+            .expect("the default names are valid");
+        self
     }
 
     /// The protected paths.
     pub fn protected_paths(&self) -> &[SandboxPath] {
-        &self.protected
+        &self.protection.paths
+    }
+
+    /// The protected names.
+    pub fn protected_names(&self) -> &[String] {
+        &self.protection.names
     }
 
     /// Sets the options of the tools [`tools`](Self::tools) builds.
@@ -264,14 +297,14 @@ impl VirtualSandbox {
             path: path.display().into(),
             protected: p.display().into(),
         };
-        for p in self.protected.iter() {
+        for p in self.protection.paths.iter() {
             let lexical: Vec<&str> = p.components().collect();
             if under(&given, &lexical) || (holds && under(&lexical, &given)) {
                 return Err(refuse(p));
             }
         }
         let real: Vec<&str> = real.iter().map(String::as_str).collect();
-        for p in self.protected.iter() {
+        for p in self.protection.paths.iter() {
             let lexical: Vec<&str> = p.components().collect();
             let mut forms = vec![lexical.iter().map(|s| (*s).to_string()).collect()];
             if let Ok(Resolved::Found(at)) = tree.resolve(&lexical, true, false) {
@@ -285,7 +318,24 @@ impl VirtualSandbox {
                 return Err(refuse(p));
             }
         }
-        Ok(())
+        self.protection
+            .check_names(path, &given, &real, holds, tree)
+    }
+}
+
+impl Look for Tree {
+    fn exists(&self, at: &[&str]) -> bool {
+        self.node(at).is_some()
+    }
+
+    fn entries(&self, at: &[&str]) -> Vec<(String, bool)> {
+        match self.node(at) {
+            Some(Node::Dir(entries)) => entries
+                .iter()
+                .map(|(name, node)| (name.clone(), matches!(node, Node::Dir(_))))
+                .collect(),
+            _ => Vec::new(),
+        }
     }
 }
 

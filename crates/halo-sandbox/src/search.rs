@@ -23,11 +23,16 @@ use globset::{GlobBuilder, GlobMatcher};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
 use halo_core::sandbox::{
-    GlobOutput, GrepLine, GrepOutput, GrepRequest, SandboxError, SandboxPath,
+    GlobOutput, GrepLine, GrepOutput, GrepRequest, GrepSkip, SandboxError, SandboxPath,
 };
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 
-use crate::text::strip_eol;
+use crate::container::limits::format_bytes;
+use crate::text::show_line;
+use crate::tools::MAX_SEARCH_LINE_BYTES;
+
+/// The most files a grep result lists as not searched to their end.
+const MAX_SKIPPED: usize = 100;
 
 /// The largest `.gitignore` file whose rules apply, in bytes: 1 MiB; a larger one is
 /// ignored whole.
@@ -205,9 +210,11 @@ impl GrepQuery {
     }
 
     /// A searcher with the query's settings. It holds buffers: make one per thread and
-    /// reuse it for every file.
+    /// reuse it for every file. Its buffer holds at most [`MAX_SEARCH_LINE_BYTES`] (a line
+    /// and its context): a file with a longer line is searched up to it.
     pub(crate) fn searcher(&self) -> Searcher {
         SearcherBuilder::new()
+            .heap_limit(Some(MAX_SEARCH_LINE_BYTES))
             .line_number(true)
             .binary_detection(BinaryDetection::quit(0))
             .before_context(self.context)
@@ -236,6 +243,7 @@ impl GrepQuery {
             total_matches: 0,
             limit: self.limit,
             context: self.context,
+            skipped: BTreeMap::new(),
         }
     }
 
@@ -248,7 +256,9 @@ impl GrepQuery {
         file: &std::fs::File,
     ) -> FileLines {
         let mut sink = FileSink::new(shown, self.limit);
-        let _ = searcher.search_file(&self.matcher, file, &mut sink);
+        if let Err(e) = searcher.search_file(&self.matcher, file, &mut sink) {
+            sink.lines.cut = Some(cut_reason(&e));
+        }
         sink.lines
     }
 
@@ -263,9 +273,24 @@ impl GrepQuery {
         bytes: &[u8],
     ) -> FileLines {
         let mut sink = FileSink::new(shown, self.limit);
-        // The sink never fails and a slice cannot fail to read.
-        let _ = searcher.search_reader(&self.matcher, bytes, &mut sink);
+        // The sink never fails and a slice cannot fail to read: only a line too long can.
+        if let Err(e) = searcher.search_reader(&self.matcher, bytes, &mut sink) {
+            sink.lines.cut = Some(cut_reason(&e));
+        }
         sink.lines
+    }
+}
+
+/// Why a search stopped before a file's end, for the model.
+fn cut_reason(e: &io::Error) -> String {
+    // grep-searcher's line buffer: "configured allocation limit (N) exceeded".
+    if e.to_string().contains("allocation limit") {
+        format!(
+            "a line is longer than {}; searched up to it",
+            format_bytes(MAX_SEARCH_LINE_BYTES as u64)
+        )
+    } else {
+        format!("reading it failed: {e}")
     }
 }
 
@@ -317,12 +342,15 @@ fn regex_error(pattern: &str, e: &regex_syntax::Error) -> String {
 pub(crate) struct FileLines {
     lines: Vec<GrepLine>,
     matches: usize,
+    /// Why the search stopped before the file's end.
+    cut: Option<String>,
 }
 
 impl FileLines {
-    /// Whether no line matched.
+    /// Whether there is nothing to report: no line matched and the file was searched to
+    /// its end.
     pub(crate) fn is_empty(&self) -> bool {
-        self.matches == 0
+        self.matches == 0 && self.cut.is_none()
     }
 }
 
@@ -336,6 +364,8 @@ pub(crate) struct Matches {
     limit: usize,
     /// The context lines kept after the `limit`-th matching line.
     context: usize,
+    /// The first [`MAX_SKIPPED`] files (in path order) not searched to their end, and why.
+    skipped: BTreeMap<String, String>,
 }
 
 impl Matches {
@@ -343,12 +373,28 @@ impl Matches {
     /// dropped too.
     pub(crate) fn merge(&mut self, other: Self) {
         self.total_matches += other.total_matches - other.kept_matches;
+        for (path, reason) in other.skipped {
+            self.skip(path, reason);
+        }
         for (path, lines) in other.files {
             self.insert(path, lines);
         }
     }
 
-    pub(crate) fn insert(&mut self, path: String, lines: FileLines) {
+    fn skip(&mut self, path: String, reason: String) {
+        self.skipped.insert(path, reason);
+        if self.skipped.len() > MAX_SKIPPED {
+            self.skipped.pop_last();
+        }
+    }
+
+    pub(crate) fn insert(&mut self, path: String, mut lines: FileLines) {
+        if let Some(reason) = lines.cut.take() {
+            self.skip(path.clone(), reason);
+        }
+        if lines.matches == 0 {
+            return;
+        }
         self.total_matches += lines.matches;
         self.kept_matches += lines.matches;
         self.files.insert(path, lines);
@@ -390,6 +436,16 @@ impl Matches {
         GrepOutput {
             lines: out,
             truncated: self.total_matches > self.limit,
+            skipped: self
+                .skipped
+                .into_iter()
+                .filter_map(|(path, reason)| {
+                    Some(GrepSkip {
+                        path: SandboxPath::parse(&path).ok()?,
+                        reason,
+                    })
+                })
+                .collect(),
         }
     }
 }
@@ -415,7 +471,8 @@ impl<'a> FileSink<'a> {
         self.lines.lines.push(GrepLine {
             path: self.path.clone(),
             line_number: number.unwrap_or(0),
-            text: String::from_utf8_lossy(strip_eol(bytes)).into_owned(),
+            // Cut as the tools show it, so a long line is not held whole.
+            text: show_line(bytes),
             is_context,
         });
     }

@@ -32,10 +32,10 @@
 //!   calls, repeated errors, A-B / A-B-C alternation and monologue are nudged first, then
 //!   stopped with [`HaloError::LoopDetected`](halo_core::HaloError::LoopDetected).
 //!
-//! Both are pure and synchronous; halo-core's driver applies what they decide (see
-//! [`halo_core::repair`]).
+//! Both are pure and synchronous; halo-core's run engine calls them and applies what they
+//! decide (see [`halo_core::repair`]).
 //!
-//! **Agents** (issue 14 §5–7, on halo-core's agent tools, [`halo_core::delegate`]):
+//! **Agents** (tools that run the agent, [`halo_core::delegate`]):
 //! [`Plan`] is the `plan {"task"}` tool (3 to 5 typed steps run in the caller's context on
 //! a fork, `plan` not callable meanwhile, the prefix unchanged) and [`PlanExt`] its
 //! plan-then-execute method; [`Subagent`] is `subagent {"role", "task"}` (a fresh agent
@@ -44,7 +44,7 @@
 //! (`hire`, `send`, `broadcast`, `run`, `disband`). See `docs/agents.md`.
 //!
 //! ```
-//! use halo_core::{HaloAgent, async_trait, DynTool, ToolError, ToolOutput, ToolSpec};
+//! use halo_core::{HaloAgent, async_trait, DynTool, ToolContext, ToolError, ToolOutput, ToolSpec};
 //! use halo_core::testing::ScriptedModel;
 //! use halo_strategies::{BasicRepair, LoopSuppression};
 //! use serde_json::{Value, json};
@@ -59,7 +59,7 @@
 //!             "required": ["path"],
 //!         }))
 //!     }
-//!     async fn call_json(&self, args: Value) -> Result<ToolOutput, ToolError> {
+//!     async fn call_json(&self, args: Value, _cx: &ToolContext) -> Result<ToolOutput, ToolError> {
 //!         Ok(format!("contents of {}", args["path"].as_str().unwrap_or("?")).into())
 //!     }
 //! }

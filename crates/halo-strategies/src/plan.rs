@@ -1,12 +1,13 @@
-//! `plan {"task"}` and plan-then-execute (issue 14 §5, NanoAgent's plan tool).
+//! `plan {"task"}` and plan-then-execute.
 //!
-//! [`Plan`] is an [`AgentTool`]: called with a task, it asks the model for 3 to 5 steps as
+//! [`Plan`] is a tool that runs the agent ([`ToolAnnotations::runs_agent`]): called with a
+//! task, it asks the model for 3 to 5 steps as
 //! typed output ([`PlanSteps`], through `generate_text_with_output` in prompted mode: the
 //! schema goes in the user message, so neither the prefix nor the request options change;
 //! `generate_object` would send `tool_choice: none`, which Anthropic counts against the
 //! cached messages),
 //! then runs each step as a user turn, and returns every step's result as the tool result.
-//! All of it runs on a **fork** of the calling agent ([`AgentContext::fork`]): the same
+//! All of it runs on a **fork** of the calling agent ([`AgentHandle::fork`](halo_core::AgentHandle::fork)): the same
 //! prefix bytes and history, so each of the plan's requests extends what the caller's last
 //! request sent and reads it from the provider's cache; `plan` itself is taken out of the
 //! callable tools for the duration through the request's active tools, never out of the
@@ -19,13 +20,13 @@
 use std::future::Future;
 
 use halo_core::{
-    AgentContext, AgentStats, AgentTool, HaloAgent, HaloError, Output, OutputMode, ToolError,
-    ToolOutput, ToolSpec, async_trait,
+    AgentStats, DynTool, HaloAgent, HaloError, Output, OutputMode, ToolAnnotations, ToolContext,
+    ToolError, ToolOutput, ToolSpec, async_trait,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-/// The plan tool's name, a contract of issue 14 §5.
+/// The plan tool's name.
 pub const PLAN_TOOL: &str = "plan";
 
 /// The most bytes of one step's result the plan's tool result carries by default: 4,000.
@@ -166,8 +167,8 @@ pub async fn run_plan(agent: &mut HaloAgent, task: &str) -> Result<PlanReport, H
     })
 }
 
-/// The `plan {"task"}` tool (see the [module docs](self)). Register it with
-/// [`HaloAgentBuilder::agent_tool`](halo_core::HaloAgentBuilder::agent_tool).
+/// The `plan {"task"}` tool (see the [module docs](self)). Register it as any tool, with
+/// [`HaloAgentBuilder::tool`](halo_core::HaloAgentBuilder::tool).
 ///
 /// ```
 /// use halo_core::{HaloAgent, testing::ScriptedModel};
@@ -180,7 +181,7 @@ pub async fn run_plan(agent: &mut HaloAgent, task: &str) -> Result<PlanReport, H
 ///     .text(r#"{"steps": ["say hello", "say your name", "say goodbye"]}"#)
 ///     .text("Hello.").text("I am Halo.").text("Goodbye.")
 ///     .text("Greeted.");
-/// let mut agent = HaloAgent::builder(model.clone()).agent_tool(Plan::new()).unwrap().build();
+/// let mut agent = HaloAgent::builder(model.clone()).tool(Plan::new()).unwrap().build();
 /// let out = agent.generate_text("Greet me").await.unwrap();
 /// assert_eq!(out.text, "Greeted.");
 /// assert!(out.steps[0].tool_results[0].content.contains("I am Halo."));
@@ -219,7 +220,7 @@ impl Plan {
 }
 
 #[async_trait]
-impl AgentTool for Plan {
+impl DynTool for Plan {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new(
             PLAN_TOOL,
@@ -237,7 +238,14 @@ impl AgentTool for Plan {
         )
     }
 
-    async fn call(&self, context: AgentContext, args: Value) -> Result<ToolOutput, ToolError> {
+    fn annotations(&self) -> ToolAnnotations {
+        ToolAnnotations::default().with_runs_agent(true)
+    }
+
+    async fn call_json(&self, args: Value, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let context = cx
+            .agent()
+            .ok_or_else(|| ToolError::Failed(format!("`{PLAN_TOOL}` runs only inside an agent")))?;
         let task = args["task"].as_str().unwrap_or_default().trim().to_string();
         if task.is_empty() {
             return Err(ToolError::InvalidArguments(
@@ -264,7 +272,7 @@ impl AgentTool for Plan {
     }
 }
 
-/// Plan-then-execute as an agent method (issue 14 §5).
+/// Plan-then-execute as an agent method.
 pub trait PlanExt {
     /// Plans `task` (3 to 5 steps, typed output) and runs each step as a user turn of this
     /// agent, in its own log, with a registered `plan` tool not callable meanwhile (through

@@ -1,7 +1,7 @@
-//! `subagent {"role", "task"}` (issue 14 §6, NanoAgent's sub-agents).
+//! `subagent {"role", "task"}`: a task handed to a fresh agent.
 //!
-//! [`Subagent`] is an [`AgentTool`]: each call runs a fresh agent
-//! ([`AgentContext::subagent`]) on the caller's model (the same `SharedModel`), with
+//! [`Subagent`] is a tool that runs the agent ([`ToolAnnotations::runs_agent`]): each call
+//! runs a fresh agent ([`AgentHandle::subagent`]) on the caller's model (the same `SharedModel`), with
 //! - a system prompt built from the role alone ([`role_prompt`]: no date, no counter, so
 //!   the same role gives the same prefix bytes and a second sub-agent of a role reads its
 //!   prefix from the provider's cache);
@@ -9,21 +9,23 @@
 //! - the caller's tools minus `subagent` (the recursion guard), and a depth limit
 //!   ([`Subagent::max_depth`]) for agents that reach another sub-agent tool some other way;
 //! - its final text as the tool result, cut at [`Subagent::max_result_bytes`];
-//! - its counters added to the caller's ([`ToolOutput::with_stats`]).
+//! - its counters added to the caller's ([`ToolOutput::with_stats`]);
+//! - its role as its name: while the caller's run is streamed, its steps, tool calls and
+//!   text reach the caller's events tagged with it ([`halo_core::inner`]).
 //!
-//! The tool is concurrent ([`AgentTool::concurrent`]): sub-agents called in one step run
-//! at the same time.
+//! The tool is concurrent ([`ToolAnnotations::concurrent`]): sub-agents called in one step
+//! run at the same time.
 
 use halo_core::{
-    AgentContext, AgentTool, HaloError, ToolError, ToolOutput, ToolSpec, async_trait,
-    tool::schema_for,
+    AgentHandle, DynTool, HaloError, ToolAnnotations, ToolContext, ToolError, ToolOutput, ToolSpec,
+    async_trait, tool::schema_for,
 };
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::plan::bounded;
 
-/// The sub-agent tool's name, a contract of issue 14 §6.
+/// The sub-agent tool's name.
 pub const SUBAGENT_TOOL: &str = "subagent";
 
 /// How deep sub-agents nest by default: an agent at depth 2 (a sub-agent's sub-agent, or a
@@ -67,7 +69,7 @@ pub fn role_prompt(role: &str) -> String {
 ///     .tool_call("subagent", json!({"role": "poet", "task": "a haiku on rain"}))
 ///     .text("Soft rain on the roof") // the sub-agent's answer
 ///     .text("Here is a haiku: Soft rain on the roof");
-/// let mut agent = HaloAgent::builder(model.clone()).agent_tool(Subagent::new()).unwrap().build();
+/// let mut agent = HaloAgent::builder(model.clone()).tool(Subagent::new()).unwrap().build();
 /// let out = agent.generate_text("Write a haiku").await.unwrap();
 /// assert_eq!(out.steps[0].tool_results[0].content, "Soft rain on the roof");
 /// let requests = model.requests();
@@ -110,7 +112,7 @@ impl Subagent {
         self
     }
 
-    /// Refuses a call from an agent at `depth` or deeper ([`AgentContext::depth`]).
+    /// Refuses a call from an agent at `depth` or deeper ([`AgentHandle::depth`]).
     pub fn max_depth(mut self, depth: usize) -> Self {
         self.max_depth = depth;
         self
@@ -130,7 +132,7 @@ impl Subagent {
 }
 
 #[async_trait]
-impl AgentTool for Subagent {
+impl DynTool for Subagent {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new(
             &self.name,
@@ -141,11 +143,16 @@ impl AgentTool for Subagent {
         )
     }
 
-    fn concurrent(&self) -> bool {
-        true
+    fn annotations(&self) -> ToolAnnotations {
+        ToolAnnotations::default()
+            .with_runs_agent(true)
+            .with_concurrent(true)
     }
 
-    async fn call(&self, context: AgentContext, args: Value) -> Result<ToolOutput, ToolError> {
+    async fn call_json(&self, args: Value, cx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let context: &AgentHandle = cx.agent().ok_or_else(|| {
+            ToolError::Failed(format!("`{}` runs only inside an agent", self.name))
+        })?;
         let args: SubagentArgs =
             serde_json::from_value(args).map_err(|e| ToolError::InvalidArguments(e.to_string()))?;
         if context.depth() >= self.max_depth {
@@ -163,7 +170,8 @@ impl AgentTool for Subagent {
                 "`role` and `task` must not be empty".into(),
             ));
         }
-        let mut builder = context.subagent(role_prompt(role));
+        // Named after its role: its events in a streamed caller's are tagged with it.
+        let mut builder = context.subagent(role_prompt(role)).name(role);
         if let Some(n) = self.max_steps {
             builder = builder.max_steps(n);
         }

@@ -1,4 +1,4 @@
-//! Teams (issue 14 §7, NanoAgent's teams): named, persistent agents, each with a role, its
+//! Teams: named, persistent agents, each with a role, its
 //! own history and an inbox.
 //!
 //! - [`Team::hire`] adds a member: an agent on the team's model whose system prompt is

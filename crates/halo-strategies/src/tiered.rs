@@ -1,8 +1,9 @@
-//! [`TieredStrategy`]: the coder's default — evict old tool output in place first, drop whole
-//! units only when that is not enough (Agentica's layers).
+//! [`TieredStrategy`]: evict old tool output in place first, drop whole units only when that
+//! is not enough, in layers.
 //!
-//! - **Layer 0**, the tool-output budget, is the sandbox's head+tail cut of each result: it
-//!   happens before a result enters the log, not here.
+//! - **Layer 0**, the tool-output budget, is the head+tail cut of each result (the sandbox
+//!   tools' own, and the agent's tool output limit): it happens before a result enters the
+//!   log, not here.
 //! - **Layer 1**, from the eviction mark (default 85 % of the window): old tool results and
 //!   over-long tool-call arguments are replaced in place by the JSON object
 //!   `{"$evicted": N}` (N = bytes removed) — not a marker string a model might copy into a
@@ -24,6 +25,14 @@
 //! Each layer acts in one chunk between a high- and a low-water mark: every rewrite of the
 //! history costs a cache miss on everything after the point it changes, so a layer that
 //! evicted one result per step once past its mark would be as bad as a ring buffer.
+//!
+//! The low-water mark follows the session's recent growth: when each step adds a large
+//! share of the window (a model paging through a big file), a rewrite down to a fixed mark
+//! would make room for only a step or two, and the history would be rewritten every few
+//! steps. So the mark is lowered until one rewrite makes room for
+//! [`room_for_steps`](TieredStrategy::room_for_steps) steps (default
+//! [`DEFAULT_ROOM_FOR_STEPS`]) of the mean growth of the last ones, never below a floor
+//! that keeps the prefix, the task and the newest two rounds.
 
 use halo_core::context::{
     self, COMPACTION_PROMPT, Compaction, ContextBudget, ContextPlan, ContextStrategy,
@@ -32,6 +41,12 @@ use halo_core::context::{
 use halo_core::{AssistantMessage, ContentPart, Message, MessageLog, StablePrefix, ToolResult};
 
 use crate::TruncateStrategy;
+
+/// Steps of recent growth one rewrite makes room for, by default (see the module docs).
+pub const DEFAULT_ROOM_FOR_STEPS: usize = 5;
+
+/// Steps whose growth the low-water mark follows: the newest rounds, at most this many.
+const GROWTH_WINDOW: usize = 5;
 
 /// The key of the object that replaces evicted content.
 pub const EVICTED_KEY: &str = "$evicted";
@@ -62,6 +77,8 @@ pub struct TieredStrategy {
     compaction: bool,
     /// The share of the window a compaction keeps unsummarized (the newest units).
     keep_recent: f64,
+    /// Steps of recent growth a rewrite makes room for (0: the low-water mark is fixed).
+    room_for_steps: usize,
 }
 
 impl Default for TieredStrategy {
@@ -79,6 +96,7 @@ impl Default for TieredStrategy {
             keep_task: true,
             compaction: false,
             keep_recent: 0.25,
+            room_for_steps: DEFAULT_ROOM_FOR_STEPS,
         }
     }
 }
@@ -119,6 +137,55 @@ impl TieredStrategy {
         self.compaction = true;
         self.keep_recent = keep_recent.clamp(0.0, self.low_water);
         self
+    }
+
+    /// Makes each rewrite leave room for `steps` steps of the session's recent growth per
+    /// step, lowering the low-water mark when needed (0 keeps the mark where
+    /// [`with_marks`](Self::with_marks) set it). See the module docs.
+    pub fn room_for_steps(mut self, steps: usize) -> Self {
+        self.room_for_steps = steps;
+        self
+    }
+
+    /// The low-water mark for this plan, in tokens: the configured mark, lowered so that the
+    /// room between it and the eviction mark holds `room_for_steps` steps of the mean growth
+    /// of the newest rounds, but not below the prefix, the task and the newest two rounds.
+    fn low_mark(&self, prefix: &StablePrefix, log: &MessageLog, budget: &ContextBudget<'_>) -> u64 {
+        let low = budget.of_window(self.low_water);
+        if self.room_for_steps == 0 {
+            return low;
+        }
+        let messages: Vec<&Message> = log.messages().collect();
+        let rounds: Vec<std::ops::Range<usize>> = context::units(log)
+            .into_iter()
+            .filter(|u| matches!(messages[u.start], Message::Assistant(_)))
+            .collect();
+        if rounds.is_empty() {
+            return low;
+        }
+        let tokens = |u: &std::ops::Range<usize>| -> u64 {
+            u.clone().map(|i| budget.tokens(messages[i])).sum()
+        };
+        let recent = &rounds[rounds.len().saturating_sub(GROWTH_WINDOW)..];
+        let growth = recent.iter().map(tokens).sum::<u64>() / recent.len() as u64;
+        let wanted = budget
+            .of_window(self.evict_at)
+            .saturating_sub(growth.saturating_mul(self.room_for_steps as u64));
+        if wanted >= low {
+            return low;
+        }
+        let prefix_tokens = (budget
+            .estimator
+            .estimate(&String::from_utf8_lossy(prefix.canonical_bytes()))
+            as f64
+            * budget.calibration)
+            .ceil() as u64;
+        let task = messages
+            .iter()
+            .find(|m| matches!(m, Message::User { .. }))
+            .map_or(0, |m| budget.tokens(m));
+        let newest: u64 = rounds.iter().rev().take(2).map(tokens).sum();
+        wanted.max(prefix_tokens + task + newest)
     }
 
     /// The compaction that keeps the newest units within `keep_recent` of the window; `None`
@@ -165,14 +232,17 @@ impl TieredStrategy {
         })
     }
 
-    /// The in-place evictions that bring the request down toward the low-water mark, and the
+    /// The in-place evictions that bring the request down toward `low` tokens, and the
     /// tokens they free.
-    fn evictions(&self, log: &MessageLog, budget: &ContextBudget<'_>) -> (ContextPlan, u64) {
+    fn evictions(
+        &self,
+        log: &MessageLog,
+        budget: &ContextBudget<'_>,
+        low: u64,
+    ) -> (ContextPlan, u64) {
         let messages: Vec<&Message> = log.messages().collect();
         let live = context::live_round_start(log);
-        let excess = budget
-            .used_tokens
-            .saturating_sub(budget.of_window(self.low_water));
+        let excess = budget.used_tokens.saturating_sub(low);
         // Discardable entries first, then results, then long arguments; oldest first in each.
         let mut order: Vec<(u8, usize)> = Vec::new();
         for (i, m) in messages.iter().enumerate().take(live) {
@@ -283,13 +353,15 @@ impl ContextStrategy for TieredStrategy {
         if budget.used_tokens <= budget.of_window(self.evict_at) {
             return ContextPlan::keep();
         }
-        let (plan, freed) = self.evictions(log, budget);
+        let low = self.low_mark(prefix, log, budget);
+        let (plan, freed) = self.evictions(log, budget, low);
         let after = budget.used_tokens.saturating_sub(freed);
         // What eviction cannot free — the calls, the placeholders, short results — grows
         // with the session. Once eviction gets less than half way down to the low-water
         // mark, or the request is past the truncation mark anyway, whole units go too, in
         // the same rewrite: one chunk, not a rewrite that frees a little every few steps.
-        let halfway = budget.of_window(self.low_water + (self.evict_at - self.low_water) / 2.0);
+        let evict = budget.of_window(self.evict_at);
+        let halfway = low + evict.saturating_sub(low) / 2;
         if after <= budget.of_window(self.truncate_at) && after <= halfway {
             return plan;
         }
@@ -303,8 +375,9 @@ impl ContextStrategy for TieredStrategy {
         }
         // Eviction was not enough: drop whole units from the front (with the evictions of
         // the units that stay), down to the low-water mark.
+        let low_share = low as f64 / budget.context_window.max(1) as f64;
         let truncate = TruncateStrategy::new()
-            .with_marks(0.0, self.low_water)
+            .with_marks(0.0, low_share)
             .keep_task(self.keep_task);
         let reduced = ContextBudget {
             used_tokens: after,
@@ -419,7 +492,7 @@ mod tests {
         // The eviction layer alone (the plan would also drop units at this size).
         let (plan, _) = TieredStrategy::new()
             .with_marks(0.8, 1.0, 0.0)
-            .evictions(&log, &b);
+            .evictions(&log, &b, 0);
         let replaced: Vec<usize> = plan.replace.iter().map(|(i, _)| *i).collect();
         assert_eq!(replaced, [9, 2, 4, 6, 8, 10]);
         let Message::Assistant(a) = &plan.replace[5].1 else {

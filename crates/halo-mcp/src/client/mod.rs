@@ -5,10 +5,12 @@
 //!   every page, `list_changed`, calls, restart on next use.
 //! - `spawn.rs` — the stdio child process: environment, stderr log, stray stdout.
 //! - `tool.rs` — an MCP tool as a `DynTool`; `content.rs` — results as the model's text.
+//! - `tls.rs` — the HTTP client of streamable HTTP servers (`https://` on rustls).
 
 mod content;
 mod server;
 mod spawn;
+mod tls;
 mod tool;
 
 use std::path::PathBuf;
@@ -43,6 +45,12 @@ pub struct ClientOptions {
     pub client_name: String,
     /// The `clientInfo` version (default this crate's).
     pub client_version: String,
+    /// PEM files of CA certificates trusted for `https://` servers besides the system's
+    /// roots (a private CA, a self-signed server); default none. The system's roots are the
+    /// OS store (on Linux as `rustls-native-certs` finds it: `SSL_CERT_FILE` and
+    /// `SSL_CERT_DIR` replace it when set). A file that is unreadable or holds no
+    /// certificate makes each `https://` server's start fail, saying which file.
+    pub ca_certificates: Vec<PathBuf>,
 }
 
 impl Default for ClientOptions {
@@ -53,6 +61,7 @@ impl Default for ClientOptions {
             log_dir: None,
             client_name: "halo".into(),
             client_version: env!("CARGO_PKG_VERSION").into(),
+            ca_certificates: Vec::new(),
         }
     }
 }
@@ -71,6 +80,11 @@ impl ClientOptions {
     /// Sets [`log_dir`](Self::log_dir).
     pub fn with_log_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.log_dir = Some(dir.into());
+        self
+    }
+    /// Adds a PEM file to [`ca_certificates`](Self::ca_certificates).
+    pub fn with_ca_certificate(mut self, pem_file: impl Into<PathBuf>) -> Self {
+        self.ca_certificates.push(pem_file.into());
         self
     }
 }

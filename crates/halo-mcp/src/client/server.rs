@@ -360,16 +360,17 @@ impl Server {
                 })
             }
             ServerTransport::Http(http) => {
-                if http.url.starts_with("https://") {
-                    return Err(ServerError::Handshake {
-                        server: name,
-                        message: format!(
-                            "{}: https:// is not supported yet (this build has no TLS backend for MCP); use an http:// server on loopback",
-                            http.url
-                        ),
-                        stderr: String::new(),
-                    });
-                }
+                let client = match super::tls::http_client(&http.url, &self.options.ca_certificates)
+                {
+                    Ok(client) => client,
+                    Err(e) => {
+                        return Err(ServerError::Handshake {
+                            server: name,
+                            message: format!("{}: {e}", http.url),
+                            stderr: String::new(),
+                        });
+                    }
+                };
                 let mut headers = HashMap::new();
                 for (k, v) in &http.headers {
                     let (Ok(k), Ok(v)) = (
@@ -386,7 +387,7 @@ impl Server {
                 }
                 let config = StreamableHttpClientTransportConfig::with_uri(http.url.as_str())
                     .custom_headers(headers);
-                let transport = StreamableHttpClientTransport::from_config(config);
+                let transport = StreamableHttpClientTransport::with_client(client, config);
                 match tokio::time::timeout(
                     timeout,
                     handler.serve_with_lifecycle(transport, lifecycle()),

@@ -1,10 +1,13 @@
 //! An MCP server's tool as a Halo [`DynTool`]: the spec (Halo's name, the server's
-//! description and input schema), the annotations (`readOnlyHint`, `idempotentHint`), and
+//! description and input schema), the annotations (`readOnlyHint`, `idempotentHint`,
+//! `openWorldHint`), and
 //! the call, whose every failure is an error result the model can read.
 
 use std::sync::Arc;
 
-use halo_core::{DynTool, ToolAnnotations, ToolError, ToolOutput, ToolSpec, async_trait};
+use halo_core::{
+    DynTool, ToolAnnotations, ToolContext, ToolError, ToolOutput, ToolSpec, async_trait,
+};
 use serde_json::Value;
 
 use super::content::to_output;
@@ -30,10 +33,11 @@ impl RemoteTool {
             .to_string();
         let parameters = Value::Object((*tool.input_schema).clone());
         let hints = tool.annotations.as_ref();
-        let annotations = ToolAnnotations {
-            read_only: hints.and_then(|a| a.read_only_hint).unwrap_or(false),
-            idempotent: hints.and_then(|a| a.idempotent_hint).unwrap_or(false),
-        };
+        // MCP's defaults: not read-only, not idempotent, open world.
+        let annotations = ToolAnnotations::default()
+            .with_read_only(hints.and_then(|a| a.read_only_hint).unwrap_or(false))
+            .with_idempotent(hints.and_then(|a| a.idempotent_hint).unwrap_or(false))
+            .with_open_world(hints.and_then(|a| a.open_world_hint).unwrap_or(true));
         RemoteTool {
             server,
             remote: tool.name.to_string(),
@@ -53,7 +57,11 @@ impl DynTool for RemoteTool {
         self.annotations
     }
 
-    async fn call_json(&self, arguments: Value) -> Result<ToolOutput, ToolError> {
+    async fn call_json(
+        &self,
+        arguments: Value,
+        _cx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         let arguments = match arguments {
             Value::Object(map) => map,
             Value::Null => serde_json::Map::new(),

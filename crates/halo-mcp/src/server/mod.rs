@@ -8,12 +8,14 @@
 //!   hooks it gets inside an agent. The tool set can change while sessions are open
 //!   ([`McpServer::add_tool`], [`McpServer::remove_tool`], [`McpServer::set_tools`]); each
 //!   change sends `notifications/tools/list_changed`.
-//! - Transports: [`McpServer::serve_stdio`], and [`McpServer::http_router`] /
-//!   [`McpServer::serve_http`] (streamable HTTP at `/mcp` in axum). Any other rmcp
-//!   transport works too: `rmcp::ServiceExt::serve(server, transport)`.
+//! - Transports: [`McpServer::serve_stdio`] (bad lines answered with JSON-RPC errors), and
+//!   [`McpServer::http_router`] / [`McpServer::serve_http`] (streamable HTTP at `/mcp` in
+//!   axum, guarded by [`HttpOptions`]: a [`BearerToken`], a cap on sessions, idle expiry,
+//!   calls cancelled with their session). Any other rmcp transport works too:
+//!   `rmcp::ServiceExt::serve(server, transport)`.
 //! - Bridge mode: the tools of external MCP servers, as `DynTool`s, are served next to the
 //!   local ones ([`McpServerBuilder::bridge`]).
-//! - The agent as a tool: [`AgentAsTool`], a prompt in, the final text out, a progress
+//! - The agent as a tool: [`ServedAgent`], a prompt in, the final text out, a progress
 //!   notification per step ([`Progress`]).
 //!
 //! Protocol details and what is and is not supported: `docs/mcp.md`, section "Server".
@@ -60,9 +62,12 @@
 //! ```
 
 mod agent;
+mod auth;
 mod convert;
 mod handler;
 mod progress;
+mod sessions;
+mod stdio;
 mod transport;
 
 use std::collections::BTreeMap;
@@ -74,9 +79,13 @@ use rmcp::RoleServer;
 use rmcp::service::Peer;
 use tokio::sync::watch;
 
+#[allow(deprecated)]
 pub use agent::AgentAsTool;
+pub use agent::ServedAgent;
+pub use auth::{BearerToken, MIN_TOKEN_LEN, TokenError};
 pub use progress::Progress;
-pub use transport::MCP_PATH;
+pub use stdio::MAX_LINE;
+pub use transport::{DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, HttpOptions, MCP_PATH};
 
 /// How long one `tools/call` may take by default before it is answered with an error
 /// result: 300 s.
@@ -240,7 +249,7 @@ impl McpServerBuilder {
 ///
 /// let server = McpServer::builder().tool(Arc::new(Hello)).build().unwrap();
 /// assert_eq!(server.tool_names(), ["hello"]);
-/// // server.serve_stdio().await?  — or server.serve_http(listener, shutdown).await?
+/// // server.serve_stdio().await?  — or server.serve_http(listener, options, shutdown).await?
 /// ```
 #[derive(Clone)]
 pub struct McpServer {

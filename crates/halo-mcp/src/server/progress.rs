@@ -2,7 +2,7 @@
 //! 2025-11-25 `basic/utilities/progress`).
 //!
 //! The server runs each `tools/call` whose request carried `_meta.progressToken` inside a
-//! task-local scope; a tool (any [`DynTool`](halo_core::DynTool), e.g. [`AgentAsTool`](super::AgentAsTool))
+//! task-local scope; a tool (any [`DynTool`](halo_core::DynTool), e.g. [`ServedAgent`](super::ServedAgent))
 //! reads it with [`Progress::current`] and reports steps. Outside a served call, or when the
 //! client asked for no progress, there is none and reporting is a no-op for the caller.
 

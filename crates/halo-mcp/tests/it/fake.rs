@@ -105,6 +105,27 @@ impl Fake {
         tokio::spawn(async move { axum::serve(listener, router).await });
         format!("http://{addr}/mcp")
     }
+
+    /// Serves the fake over streamable HTTP behind TLS (`tls`: its certificate and key) on
+    /// 127.0.0.1; returns `https://localhost:PORT/mcp`.
+    pub async fn serve_https(&self, tls: rustls::ServerConfig) -> String {
+        use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+        use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+        let fake = self.clone();
+        let service = StreamableHttpService::new(
+            move || Ok(fake.clone()),
+            Arc::new(LocalSessionManager::default()),
+            StreamableHttpServerConfig::default(),
+        );
+        let router = axum::Router::new().nest_service("/mcp", service);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let config = axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(tls));
+        let server = axum_server::from_tcp_rustls(listener, config).unwrap();
+        tokio::spawn(async move { server.serve(router.into_make_service()).await });
+        format!("https://localhost:{port}/mcp")
+    }
 }
 
 impl ServerHandler for Fake {

@@ -19,7 +19,7 @@ async fn start(fake: &Fake, options: ClientOptions) -> McpClients {
     clients
 }
 
-fn find(tools: &[std::sync::Arc<dyn DynTool>], name: &str) -> std::sync::Arc<dyn DynTool> {
+pub fn find(tools: &[std::sync::Arc<dyn DynTool>], name: &str) -> std::sync::Arc<dyn DynTool> {
     tools
         .iter()
         .find(|t| t.spec().name == name)
@@ -65,12 +65,18 @@ async fn results_errors_and_json_rpc_errors_reach_the_model() {
     let clients = start(&fake, ClientOptions::default()).await;
     let tools = clients.tools();
     let out = find(&tools, "mcp__fake__echo")
-        .call_json(json!({"message": "hi"}))
+        .call_json(
+            json!({"message": "hi"}),
+            &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+        )
         .await
         .unwrap();
     assert_eq!((out.content.as_str(), out.is_error), ("echo: hi", false));
     let out = find(&tools, "mcp__fake__fail")
-        .call_json(json!({}))
+        .call_json(
+            json!({}),
+            &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -79,7 +85,10 @@ async fn results_errors_and_json_rpc_errors_reach_the_model() {
     );
     // A JSON-RPC -32602 (argument validation) is an error result, not a failed run.
     let out = find(&tools, "mcp__fake__echo")
-        .call_json(json!({"message": 5}))
+        .call_json(
+            json!({"message": 5}),
+            &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+        )
         .await
         .unwrap();
     assert!(out.is_error);
@@ -88,7 +97,10 @@ async fn results_errors_and_json_rpc_errors_reach_the_model() {
         "the mcp server `fake` rejected the call's arguments: message: expected a string; fix them to fit the tool's schema and call again"
     );
     let out = find(&tools, "mcp__fake__echo")
-        .call_json(json!([1]))
+        .call_json(
+            json!([1]),
+            &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+        )
         .await
         .unwrap();
     assert!(
@@ -105,7 +117,10 @@ async fn a_call_over_its_timeout_is_an_error_result() {
     let clients = start(&fake, options).await;
     let started = Instant::now();
     let out = find(&clients.tools(), "mcp__fake__slow")
-        .call_json(json!({}))
+        .call_json(
+            json!({}),
+            &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+        )
         .await
         .unwrap();
     assert!(started.elapsed() < Duration::from_secs(5));
@@ -117,7 +132,10 @@ async fn a_call_over_its_timeout_is_an_error_result() {
     );
     // The server is still usable.
     let out = find(&clients.tools(), "mcp__fake__echo")
-        .call_json(json!({"message": "still here"}))
+        .call_json(
+            json!({"message": "still here"}),
+            &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+        )
         .await
         .unwrap();
     assert_eq!(out.content, "echo: still here");
@@ -133,7 +151,10 @@ async fn a_connection_lost_mid_call_is_an_error_at_once_and_restarts_on_next_use
     let started = Instant::now();
     let out = tokio::time::timeout(
         Duration::from_secs(10),
-        find(&tools, "mcp__fake__die").call_json(json!({})),
+        find(&tools, "mcp__fake__die").call_json(
+            json!({}),
+            &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+        ),
     )
     .await
     .expect("no hang")
@@ -148,7 +169,10 @@ async fn a_connection_lost_mid_call_is_an_error_at_once_and_restarts_on_next_use
     );
     assert_eq!(fake.connections.load(Ordering::SeqCst), 1);
     let out = find(&tools, "mcp__fake__echo")
-        .call_json(json!({"message": "again"}))
+        .call_json(
+            json!({"message": "again"}),
+            &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+        )
         .await
         .unwrap();
     assert_eq!(out.content, "echo: again");
@@ -219,7 +243,10 @@ async fn a_streamable_http_server_is_listed_and_called_with_the_configured_heade
     assert!(clients.failures().is_empty(), "{:?}", clients.failures());
     assert_eq!(clients.servers()[0].tools, 5);
     let out = find(&clients.tools(), "mcp__web__echo")
-        .call_json(json!({"message": "over http"}))
+        .call_json(
+            json!({"message": "over http"}),
+            &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -227,7 +254,10 @@ async fn a_streamable_http_server_is_listed_and_called_with_the_configured_heade
         "echo: over http (x-halo-test: from the config)"
     );
     let out = find(&clients.tools(), "mcp__web__fail")
-        .call_json(json!({}))
+        .call_json(
+            json!({}),
+            &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+        )
         .await
         .unwrap();
     assert!(out.is_error);

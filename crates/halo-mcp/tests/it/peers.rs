@@ -48,7 +48,13 @@ fn find(clients: &McpClients, name: &str) -> Arc<dyn DynTool> {
 }
 
 async fn call(clients: &McpClients, name: &str, args: serde_json::Value) -> halo_core::ToolOutput {
-    find(clients, name).call_json(args).await.unwrap()
+    find(clients, name)
+        .call_json(
+            args,
+            &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+        )
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
@@ -186,8 +192,13 @@ async fn a_server_killed_mid_call_is_an_error_at_once_and_restarted_on_next_use(
     .await;
     let pid = clients.server_pid("everything").await.unwrap();
     let long = find(&clients, "mcp__everything__trigger-long-running-operation");
-    let call =
-        tokio::spawn(async move { long.call_json(json!({"duration": 60, "steps": 60})).await });
+    let call = tokio::spawn(async move {
+        long.call_json(
+            json!({"duration": 60, "steps": 60}),
+            &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+        )
+        .await
+    });
     tokio::time::sleep(Duration::from_millis(700)).await;
     let killed = Instant::now();
     std::process::Command::new("kill")
@@ -241,7 +252,8 @@ async fn filesystem_reads_writes_and_refuses_a_path_outside_its_root() {
     )
     .await;
     assert!(!out.is_error, "{}", out.content);
-    assert!(out.content.contains("first line"), "{}", out.content);
+    // The server repeats the text as `structuredContent.content`: the model reads it once.
+    assert_eq!(out.content, "first line\n");
     let out = call(
         &clients,
         "mcp__fs__write_file",

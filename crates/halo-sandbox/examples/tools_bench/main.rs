@@ -155,7 +155,13 @@ fn search(
         let (tool_time, tool_out) = best_of(runs, || {
             let t = t.clone();
             let args = q.args.clone();
-            runtime.block_on(async move { t.call_json(args).await })
+            runtime.block_on(async move {
+                t.call_json(
+                    args,
+                    &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+                )
+                .await
+            })
         });
         let tool_out = tool_out.map_err(|e| format!("{}: {e}", q.name))?;
         let (rg_time, rg_out) = best_of(runs, || run_rg(tree, q.rg));

@@ -16,6 +16,14 @@
 //!   the kernel kills the rest, whatever `setsid`, `nohup` or `set -m` did), IPC and UTS
 //!   namespaces, and unless the network is allowed, its own network namespace (a loopback of
 //!   its own and nothing else);
+//! - its own user namespace, in which it cannot make another (`--disable-userns`, where the
+//!   installed bubblewrap has it; the seccomp filter refuses new user namespaces in any case),
+//!   so a command run as root cannot get the capabilities a fresh user namespace gives, which
+//!   would let it mount the machine's cgroup filesystem and write its files;
+//! - a seccomp filter ([`super::seccomp`]) that answers the kernel keyring calls and new user
+//!   namespaces with `ENOSYS`: the keyrings are not namespaced, and root's are the machine's;
+//! - every writable tmpfs (`/tmp`, `/dev/shm`, `/run`) of a bounded size, `/dev` itself
+//!   read-only;
 //! - no capabilities, a new session (no terminal to push input into), and death with the
 //!   process that started it.
 //!
@@ -25,7 +33,8 @@
 //!
 //! Whether bubblewrap works here is probed once per process ([`availability`]): `bwrap` must
 //! be installed and able to make its namespaces (as root, or with unprivileged user
-//! namespaces enabled).
+//! namespaces enabled); the probe also learns whether it knows `--disable-userns` (0.8.0 and
+//! later).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -70,7 +79,7 @@ impl SandboxMode {
             return Isolation::Unconfined;
         };
         match availability() {
-            Ok(()) => Isolation::Os(OsIsolation::new(MECHANISM, filesystem, network, true)),
+            Ok(_) => Isolation::Os(OsIsolation::new(MECHANISM, filesystem, network, true)),
             Err(reason) => Isolation::Unavailable {
                 reason: reason.clone(),
             },
@@ -84,15 +93,23 @@ pub(crate) const MECHANISM: &str = "bubblewrap";
 /// The program run; looked up on the `PATH` of this process.
 const BWRAP: &str = "bwrap";
 
+/// What the installed bubblewrap can do, as the probe found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Features {
+    /// It knows `--disable-userns` (bubblewrap 0.8.0 and later).
+    pub(crate) disable_userns: bool,
+}
+
 /// Whether the OS sandbox works on this machine: probed once per process by running `true`
-/// in it. `Err` says why not and what to install or enable.
-pub(crate) fn availability() -> &'static Result<(), String> {
-    static PROBE: OnceLock<Result<(), String>> = OnceLock::new();
+/// in it, first with `--disable-userns`, then without. `Err` says why not and what to
+/// install or enable.
+pub(crate) fn availability() -> &'static Result<Features, String> {
+    static PROBE: OnceLock<Result<Features, String>> = OnceLock::new();
     PROBE.get_or_init(probe)
 }
 
 #[cfg(not(target_os = "linux"))]
-fn probe() -> Result<(), String> {
+fn probe() -> Result<Features, String> {
     Err(
         "the OS sandbox for commands is bubblewrap, which needs Linux; run commands \
          unconfined only if you trust them (SandboxMode::FullAccess)"
@@ -101,20 +118,40 @@ fn probe() -> Result<(), String> {
 }
 
 #[cfg(target_os = "linux")]
-fn probe() -> Result<(), String> {
-    let output = std::process::Command::new(BWRAP)
-        .args(bwrap_args(
-            Path::new("/tmp"),
-            &[],
-            SandboxMode::ReadOnly,
-            false,
-        ))
-        .arg("--")
-        .arg("true")
-        .stdin(std::process::Stdio::null())
-        .output();
+fn probe() -> Result<Features, String> {
+    let run = |disable_userns: bool| {
+        let extras = Extras {
+            disable_userns,
+            ..Extras::default()
+        };
+        std::process::Command::new(BWRAP)
+            .args(bwrap_args(
+                Path::new("/tmp"),
+                &[],
+                SandboxMode::ReadOnly,
+                false,
+                &extras,
+            ))
+            .arg("--")
+            .arg("true")
+            .stdin(std::process::Stdio::null())
+            .output()
+    };
+    let output = match run(true) {
+        Ok(out) if out.status.success() => {
+            return Ok(Features {
+                disable_userns: true,
+            });
+        }
+        // An older bubblewrap: without `--disable-userns`, the seccomp filter alone keeps
+        // commands from making user namespaces.
+        Ok(out) if String::from_utf8_lossy(&out.stderr).contains("disable-userns") => run(false),
+        other => other,
+    };
     match output {
-        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) if out.status.success() => Ok(Features {
+            disable_userns: false,
+        }),
         Ok(out) => Err(format!(
             "bubblewrap (bwrap) cannot make its namespaces here ({}: {}); run as root or \
              enable unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1 \
@@ -135,9 +172,25 @@ fn probe() -> Result<(), String> {
 /// bubblewrap means to cover (`/proc/sys`: kernel settings; `sysrq-trigger`; `irq`; `bus`).
 const PROC_COVERED: [&str; 4] = ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"];
 
+/// The files of the command's `/proc` covered by an empty file: the keyrings' listings.
+const PROC_HIDDEN: [&str; 2] = ["/proc/keys", "/proc/key-users"];
+
 /// The program to run a command under the OS sandbox.
 pub(crate) fn program() -> &'static str {
     BWRAP
+}
+
+/// What a command's bubblewrap gets besides its view of the files.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Extras {
+    /// Pass `--disable-userns` ([`Features::disable_userns`]).
+    pub(crate) disable_userns: bool,
+    /// The size of each writable tmpfs (`/tmp`, `/dev/shm`, `/run`) in bytes; `None`: the
+    /// kernel's default (half the machine's memory).
+    pub(crate) tmp_size: Option<u64>,
+    /// A file descriptor, open in the child, from which bubblewrap reads the seccomp
+    /// program (`--seccomp FD`).
+    pub(crate) seccomp_fd: Option<i32>,
 }
 
 /// bubblewrap's arguments up to (not including) `--` for a command with `root` as its
@@ -151,23 +204,33 @@ pub(crate) fn bwrap_args(
     protected: &[PathBuf],
     mode: SandboxMode,
     network: bool,
+    extras: &Extras,
 ) -> Vec<OsString> {
     let mut args: Vec<OsString> = Vec::new();
-    let mut push = |parts: &[&str]| args.extend(parts.iter().map(OsString::from));
-    push(&[
-        "--die-with-parent",
-        "--new-session",
-        "--unshare-pid",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-cgroup-try",
-        "--cap-drop",
-        "ALL",
-    ]);
-    if !network {
-        push(&["--unshare-net"]);
+    push(
+        &mut args,
+        &[
+            "--die-with-parent",
+            "--new-session",
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--cap-drop",
+            "ALL",
+        ],
+    );
+    if extras.disable_userns {
+        push(&mut args, &["--disable-userns"]);
     }
-    push(&["--ro-bind", "/", "/", "--proc", "/proc"]);
+    if !network {
+        push(&mut args, &["--unshare-net"]);
+    }
+    if let Some(fd) = extras.seccomp_fd {
+        push(&mut args, &["--seccomp", &fd.to_string()]);
+    }
+    push(&mut args, &["--ro-bind", "/", "/", "--proc", "/proc"]);
     // bubblewrap covers these with read-only binds only where `access(W_OK)` says they are
     // writable, and on the `/proc/sys` folder it says no even to root, whose writes to the
     // sysctl files in it need no capability for many of them: a command run as root would
@@ -176,22 +239,40 @@ pub(crate) fn bwrap_args(
     // The source is the machine's /proc; a sysctl file shows the settings of the reader's
     // own namespaces (network, UTS), so commands still read theirs.
     for covered in PROC_COVERED {
-        push(&["--ro-bind-try", covered, covered]);
+        push(&mut args, &["--ro-bind-try", covered, covered]);
     }
-    push(&[
-        "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp",
-        // The machine's sockets (`/run/dbus`, `/run/docker.sock`, ...) are files a command
-        // could connect to through the read-only bind, whatever the network namespace.
-        "--tmpfs", "/run",
-    ]);
+    // The kernel keyrings' listings show the ids and names of the keys of every user the
+    // command's namespace maps (root's, for a command run as root); hidden, as Docker does.
+    for hidden in PROC_HIDDEN {
+        push(&mut args, &["--ro-bind-try", "/dev/null", hidden]);
+    }
+    // Every tmpfs a command can write holds memory, so each gets the size limit. `/dev` is
+    // a tmpfs too, bubblewrap's, with no size: read-only once `/dev/shm` is mounted in it.
+    let size = extras.tmp_size.map(|bytes| bytes.to_string());
+    let tmpfs = |args: &mut Vec<OsString>, path: &str| {
+        if let Some(size) = &size {
+            push(args, &["--size", size]);
+        }
+        push(args, &["--tmpfs", path]);
+    };
+    push(&mut args, &["--dev", "/dev"]);
+    tmpfs(&mut args, "/dev/shm");
+    push(&mut args, &["--remount-ro", "/dev", "--perms", "1777"]);
+    tmpfs(&mut args, "/tmp");
+    // The machine's sockets (`/run/dbus`, `/run/docker.sock`, ...) are files a command could
+    // connect to through the read-only bind, whatever the network namespace.
+    tmpfs(&mut args, "/run");
     if network {
         // `/etc/resolv.conf` is a link into `/run` on systemd-resolved machines (Ubuntu):
         // with the network allowed, keep DNS working.
-        push(&[
-            "--ro-bind-try",
-            "/run/systemd/resolve",
-            "/run/systemd/resolve",
-        ]);
+        push(
+            &mut args,
+            &[
+                "--ro-bind-try",
+                "/run/systemd/resolve",
+                "/run/systemd/resolve",
+            ],
+        );
     }
     // A root under /tmp is bound into the private tmpfs, whose folders leading to it would be
     // writable: make them read-only (0555; the command has no CAP_DAC_OVERRIDE), so `../x`
@@ -216,6 +297,12 @@ pub(crate) fn bwrap_args(
     };
     args.extend([bind.into(), root.into(), root.into()]);
     if mode == SandboxMode::WorkspaceWrite {
+        // Each folder between the root and a protected path is bound over itself first: a
+        // folder holding a mount cannot be renamed, so no command can move a protected
+        // path away and put its own in its place.
+        for folder in folders_above(root, protected) {
+            args.extend(["--bind".into(), folder.clone().into(), folder.into()]);
+        }
         for path in protected {
             args.extend(["--ro-bind".into(), path.into(), path.into()]);
         }
@@ -224,6 +311,24 @@ pub(crate) fn bwrap_args(
     }
     args.extend(["--chdir".into(), root.into()]);
     args
+}
+
+/// The folders strictly between `root` and each of the `protected` paths, each once,
+/// parents before their children.
+fn folders_above(root: &Path, protected: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = protected
+        .iter()
+        .flat_map(|p| p.ancestors().skip(1))
+        .filter(|a| a.starts_with(root) && *a != root)
+        .map(Path::to_path_buf)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn push(args: &mut Vec<OsString>, parts: &[&str]) {
+    args.extend(parts.iter().map(OsString::from));
 }
 
 /// The real paths of the `protected` paths (relative to `root`) that exist and, once links
@@ -268,6 +373,7 @@ mod tests {
             &[PathBuf::from("/tmp/r/.git")],
             SandboxMode::WorkspaceWrite,
             false,
+            &Extras::default(),
         ));
         let joined = args.join(" ");
         assert!(
@@ -276,16 +382,40 @@ mod tests {
                  --ro-bind-try /proc/sys /proc/sys \
                  --ro-bind-try /proc/sysrq-trigger /proc/sysrq-trigger \
                  --ro-bind-try /proc/irq /proc/irq --ro-bind-try /proc/bus /proc/bus \
-                 --dev /dev --perms 1777 --tmpfs /tmp --tmpfs /run \
+                 --ro-bind-try /dev/null /proc/keys --ro-bind-try /dev/null /proc/key-users \
+                 --dev /dev --tmpfs /dev/shm --remount-ro /dev --perms 1777 --tmpfs /tmp \
+                 --tmpfs /run \
                  --bind /tmp/r /tmp/r --ro-bind /tmp/r/.git /tmp/r/.git --chdir /tmp/r"
             ),
             "{joined}"
+        );
+        let nested = strings(&bwrap_args(
+            root,
+            &[
+                PathBuf::from("/tmp/r/.git"),
+                PathBuf::from("/tmp/r/a/b/.git"),
+                PathBuf::from("/tmp/r/a/c/.git"),
+            ],
+            SandboxMode::WorkspaceWrite,
+            false,
+            &Extras::default(),
+        ))
+        .join(" ");
+        assert!(
+            nested.ends_with(
+                "--bind /tmp/r /tmp/r --bind /tmp/r/a /tmp/r/a --bind /tmp/r/a/b /tmp/r/a/b \
+                 --bind /tmp/r/a/c /tmp/r/a/c --ro-bind /tmp/r/.git /tmp/r/.git \
+                 --ro-bind /tmp/r/a/b/.git /tmp/r/a/b/.git --ro-bind /tmp/r/a/c/.git /tmp/r/a/c/.git \
+                 --chdir /tmp/r"
+            ),
+            "{nested}"
         );
         let deep = strings(&bwrap_args(
             Path::new("/tmp/a/b/r"),
             &[],
             SandboxMode::WorkspaceWrite,
             false,
+            &Extras::default(),
         ))
         .join(" ");
         assert!(
@@ -295,8 +425,38 @@ mod tests {
             ),
             "{deep}"
         );
-        assert!(joined.starts_with("--die-with-parent --new-session --unshare-pid"));
+        assert!(joined.starts_with("--die-with-parent --new-session --unshare-user --unshare-pid"));
         assert!(joined.contains("--cap-drop ALL"));
+    }
+
+    #[test]
+    fn extras_add_a_user_namespace_without_more_the_filter_and_tmpfs_sizes() {
+        let extras = Extras {
+            disable_userns: true,
+            tmp_size: Some(1 << 20),
+            seccomp_fd: Some(7),
+        };
+        let args = strings(&bwrap_args(
+            Path::new("/w"),
+            &[],
+            SandboxMode::WorkspaceWrite,
+            false,
+            &extras,
+        ))
+        .join(" ");
+        assert!(
+            args.contains(
+                "--cap-drop ALL --disable-userns --unshare-net --seccomp 7 --ro-bind / /"
+            ),
+            "{args}"
+        );
+        assert!(
+            args.contains(
+                "--dev /dev --size 1048576 --tmpfs /dev/shm --remount-ro /dev --perms 1777 \
+                 --size 1048576 --tmpfs /tmp --size 1048576 --tmpfs /run --bind /w /w"
+            ),
+            "{args}"
+        );
     }
 
     #[test]
@@ -306,6 +466,7 @@ mod tests {
             &[],
             SandboxMode::ReadOnly,
             true,
+            &Extras::default(),
         ))
         .join(" ");
         assert!(!args.contains("--unshare-net"), "{args}");

@@ -60,6 +60,26 @@ pub(super) fn glob(inner: &Inner, req: &GlobRequest) -> Result<GlobOutput, Sandb
     Ok(found.into_glob_output())
 }
 
+/// How many greps of this process search at once: 2. Each holds at most
+/// [`WALK_THREADS`] searchers, each with a buffer of at most
+/// [`MAX_SEARCH_LINE_BYTES`](crate::MAX_SEARCH_LINE_BYTES), so all the greps of a process
+/// together hold at most 2 × 4 × 8 MiB of line buffers, however many run at once.
+pub(crate) const CONCURRENT_SEARCHES: usize = 2;
+
+/// The most threads one walk uses: 4 (fewer on a machine with fewer cores).
+const WALK_THREADS: usize = 4;
+
+/// Waits for a turn to search (one of [`CONCURRENT_SEARCHES`]), shared by every
+/// `ContainerSandbox` of the process; the turn ends when the guard is dropped.
+pub(super) async fn turn() -> tokio::sync::SemaphorePermit<'static> {
+    static TURNS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(CONCURRENT_SEARCHES);
+    // The semaphore is never closed.
+    TURNS
+        .acquire()
+        .await
+        .expect("the search semaphore is never closed")
+}
+
 pub(super) fn grep(inner: &Inner, req: &GrepRequest) -> Result<GrepOutput, SandboxError> {
     let query = GrepQuery::new(req)?;
     let meta = inner
@@ -140,10 +160,12 @@ where
 {
     let ambient_start = inner.root.join(start);
     let mut builder = WalkBuilder::new(&ambient_start);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(WALK_THREADS));
     builder
         .standard_filters(false)
         .hidden(!include_ignored)
-        .follow_links(false);
+        .follow_links(false)
+        .threads(threads);
     builder.build_parallel().run(|| {
         let mut visit = make();
         // Each worker reads the `.gitignore` files it needs once (no lock on this path).

@@ -1,4 +1,4 @@
-//! The memory file (issue 14 §3, after NanoAgent): one timestamped line per finished task,
+//! The memory file: one timestamped line per finished task,
 //! appended atomically; at session start its last lines go into the semi-static zone.
 
 use halo_core::sandbox::{SandboxError, SandboxPath};
@@ -110,20 +110,16 @@ impl Memory {
             return MemorySnapshot::default();
         }
         let path = &self.config.path;
-        let bytes = match self.sandbox.read(path).await {
-            Ok(b) => b,
-            Err(SandboxError::NotFound { .. }) => return MemorySnapshot::default(),
-            Err(e) => {
+        let text = match super::read_harness_file(&self.sandbox, path).await {
+            Ok(Some(text)) => text,
+            Ok(None) => return MemorySnapshot::default(),
+            Err(diagnostic) => {
                 return MemorySnapshot {
-                    diagnostic: Some(Diagnostic::warning(
-                        path.as_str(),
-                        format!("cannot be read: {e}"),
-                    )),
+                    diagnostic: Some(diagnostic),
                     ..MemorySnapshot::default()
                 };
             }
         };
-        let text = String::from_utf8_lossy(&bytes);
         let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
         let keep = &all[all.len().saturating_sub(self.config.lines)..];
         if keep.is_empty() {

@@ -1,4 +1,4 @@
-//! Rules files (issue 14 §2): `AGENTS.md`, `CLAUDE.md` and `.agent/rules/*.md` (sorted by
+//! Rules files: `AGENTS.md`, `CLAUDE.md` and `.agent/rules/*.md` (sorted by
 //! file name) from the project root, each a section of the semi-static zone headed by its
 //! path.
 

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use halo_core::{ToolCall, ToolCallDecision, ToolHook};
+use halo_core::{ToolCall, ToolCallDecision, ToolContext, ToolHook};
 use serde_json::Value;
 
 /// Bytes of a summary made from a call's whole arguments (tools without a `command` or
@@ -209,7 +209,8 @@ impl ApprovalHook {
 
 #[async_trait]
 impl ToolHook for ApprovalHook {
-    async fn before_tool_call(&self, call: &ToolCall, arguments: &Value) -> ToolCallDecision {
+    async fn before_tool_call(&self, cx: &ToolContext, arguments: &Value) -> ToolCallDecision {
+        let call = cx.call();
         if self.selects(call, arguments) {
             ask(&*self.approver, call, arguments).await
         } else {

@@ -1,7 +1,7 @@
 //! [`CommandDenylist`]: a before-hook that refuses dangerous shell commands before they run.
 
 use async_trait::async_trait;
-use halo_core::{ToolCall, ToolCallDecision, ToolHook};
+use halo_core::{ToolCallDecision, ToolContext, ToolHook};
 use regex::Regex;
 use serde_json::Value;
 
@@ -630,7 +630,8 @@ impl CommandDenylist {
 
 #[async_trait]
 impl ToolHook for CommandDenylist {
-    async fn before_tool_call(&self, call: &ToolCall, arguments: &Value) -> ToolCallDecision {
+    async fn before_tool_call(&self, cx: &ToolContext, arguments: &Value) -> ToolCallDecision {
+        let call = cx.call();
         match arguments.get(&self.argument).and_then(Value::as_str) {
             Some(command) if call.name == self.tool => match self.check(command) {
                 Some(denial) => {

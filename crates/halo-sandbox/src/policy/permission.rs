@@ -1,11 +1,11 @@
 //! Permission presets: [`PermissionPolicy`] allows, asks about or denies each tool call by
-//! the tool's [`AccessClass`].
+//! the tool's [`AccessClass`], read from its [`ToolAnnotations`].
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use async_trait::async_trait;
-use halo_core::{ToolCall, ToolCallDecision, ToolHook};
+use halo_core::{ToolAnnotations, ToolCallDecision, ToolContext, ToolHook};
 use serde_json::Value;
 
 use super::approval::{Approver, ask};
@@ -13,26 +13,35 @@ use super::approval::{Approver, ask};
 /// What a tool can do, for [`PermissionPolicy`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum AccessClass {
-    /// Only looks: `read`, `ls`, `glob`, `grep`.
+    /// Only looks: `read`, `ls`, `glob`, `grep`, and the tools that run the agent (`plan`,
+    /// `subagent`: their own calls are judged one by one).
     Read,
-    /// Changes files in the workspace: `write`, `edit`.
+    /// Changes files in the workspace only: `write`, `edit`.
     Write,
-    /// Runs commands or does anything else: `bash`, and every tool not classified.
+    /// Runs commands or reaches beyond the workspace: `bash`, and every tool that promises
+    /// nothing.
     Exec,
 }
 
 impl AccessClass {
-    /// The class of a sandbox tool by its name (the coding tools, and the skill tools of
-    /// [`crate::harness`]: `load_skill` and `read_skill_file` read, `skill_run` runs a
-    /// command); `None` for other names.
-    pub fn of_sandbox_tool(name: &str) -> Option<AccessClass> {
-        match name {
-            "read" | "ls" | "glob" | "grep" | "load_skill" | "read_skill_file" => {
-                Some(AccessClass::Read)
-            }
-            "write" | "edit" => Some(AccessClass::Write),
-            "bash" | "skill_run" => Some(AccessClass::Exec),
-            _ => None,
+    /// The class a tool's annotations give it: read-only tools and tools that run the agent
+    /// read, closed-world tools write (in the workspace), the rest run things — a tool that
+    /// says nothing about itself ([`ToolAnnotations::default`], open world) is `Exec`.
+    ///
+    /// ```
+    /// use halo_core::ToolAnnotations;
+    /// use halo_sandbox::policy::AccessClass;
+    /// assert_eq!(AccessClass::of(ToolAnnotations::READ_ONLY), AccessClass::Read);
+    /// assert_eq!(AccessClass::of(ToolAnnotations::default().with_open_world(false)), AccessClass::Write);
+    /// assert_eq!(AccessClass::of(ToolAnnotations::default()), AccessClass::Exec);
+    /// ```
+    pub fn of(annotations: ToolAnnotations) -> AccessClass {
+        if annotations.read_only || annotations.runs_agent {
+            AccessClass::Read
+        } else if !annotations.open_world {
+            AccessClass::Write
+        } else {
+            AccessClass::Exec
         }
     }
 }
@@ -112,16 +121,21 @@ impl PermissionPreset {
 /// A before-hook that applies a [`PermissionPreset`] to every tool call by the tool's
 /// [`AccessClass`].
 ///
-/// The sandbox's tools have their classes built in (`read`, `ls`, `glob`, `grep`: `Read`;
-/// `write`, `edit`: `Write`; `bash`: `Exec`); other tools get theirs from
-/// [`classify`](Self::classify). A tool that is not classified counts as `Exec`: the policy
-/// cannot know what it does, so it is treated like running a command (denied when read-only,
-/// asked about under workspace-write).
+/// The class comes from the tool's annotations, which every call's [`ToolContext`] carries
+/// ([`AccessClass::of`]): the sandbox's `read`, `ls`, `glob`, `grep` are read-only, `write`
+/// and `edit` closed-world, `bash` neither; a tool of your own, an MCP server's, is classed
+/// by what it says of itself, and one that says nothing counts as `Exec` (denied when
+/// read-only, asked about under workspace-write). [`classify`](Self::classify) overrides the
+/// class of a tool by name (an MCP server whose annotations you do not trust).
 ///
 /// A denied call becomes an error result telling the model what the session allows, e.g.
-/// `this session is read-only: `write` is not allowed; use read, ls, glob or grep`. An
-/// `Ask` goes to the approver set with [`with_approver`](Self::with_approver) (answers as
-/// in [`ApprovalHook`](super::ApprovalHook)); without one it is denied the same way.
+/// `this session is read-only: `write` is not allowed; use glob, grep, ls or read` (the
+/// agent's tools the preset allows). An `Ask` goes to the approver set with
+/// [`with_approver`](Self::with_approver) (answers as in
+/// [`ApprovalHook`](super::ApprovalHook)); without one the policy answers
+/// [`ToolCallDecision::Ask`], and the agent pauses the run for someone to approve or reject
+/// the call, or — when no one can answer — denies it at once with an error result that
+/// says so.
 ///
 /// The preset can change mid-session through [`set_preset`](Self::set_preset) on a shared
 /// policy (add it with `HaloAgentBuilder::hook_shared`). Hooks are not part of the prompt,
@@ -131,18 +145,22 @@ impl PermissionPreset {
 /// use std::sync::Arc;
 /// use halo_sandbox::policy::{AccessClass, PermissionPolicy, PermissionPreset};
 ///
+/// use halo_core::ToolAnnotations;
+///
 /// let policy = Arc::new(
 ///     PermissionPolicy::new(PermissionPreset::ReadOnly).classify("search_docs", AccessClass::Read),
 /// );
 /// // let agent = HaloAgent::builder(model).tools(sandbox.tools())?.hook_shared(policy.clone()).build();
 /// policy.set_preset(PermissionPreset::WorkspaceWrite);
 /// assert_eq!(policy.preset(), PermissionPreset::WorkspaceWrite);
-/// assert_eq!(policy.class_of("search_docs"), AccessClass::Read);
-/// assert_eq!(policy.class_of("deploy"), AccessClass::Exec);
+/// let nothing = ToolAnnotations::default();
+/// assert_eq!(policy.class_of("search_docs", nothing), AccessClass::Read);
+/// assert_eq!(policy.class_of("deploy", nothing), AccessClass::Exec);
+/// assert_eq!(policy.class_of("lookup", ToolAnnotations::READ_ONLY), AccessClass::Read);
 /// ```
 pub struct PermissionPolicy {
     preset: AtomicU8,
-    /// Tool names and their classes, in the order they were classified.
+    /// Tool names whose class overrides their annotations, in the order classified.
     classes: Vec<(String, AccessClass)>,
     approver: Option<Arc<dyn Approver>>,
 }
@@ -158,21 +176,16 @@ impl std::fmt::Debug for PermissionPolicy {
 }
 
 impl PermissionPolicy {
-    /// A policy with `preset`, the sandbox tools' classes, and no approver.
+    /// A policy with `preset`, classing tools by their annotations, and no approver.
     pub fn new(preset: PermissionPreset) -> Self {
-        let classes = ["read", "ls", "glob", "grep", "write", "edit", "bash"]
-            .into_iter()
-            .filter_map(|name| Some((name.to_string(), AccessClass::of_sandbox_tool(name)?)))
-            .collect();
         PermissionPolicy {
             preset: AtomicU8::new(preset.to_u8()),
-            classes,
+            classes: Vec::new(),
             approver: None,
         }
     }
 
-    /// Gives the tool `name` the class `class` (a user tool, an MCP tool, or a sandbox tool
-    /// reclassified).
+    /// Gives the tool `name` the class `class`, whatever its annotations say.
     pub fn classify(mut self, name: impl Into<String>, class: AccessClass) -> Self {
         let name = name.into();
         match self.classes.iter_mut().find(|(n, _)| *n == name) {
@@ -203,40 +216,58 @@ impl PermissionPolicy {
         self.preset.store(preset.to_u8(), Ordering::Relaxed);
     }
 
-    /// The class of the tool `name`: as [`classify`](Self::classify) set it, else its
-    /// [`AccessClass::of_sandbox_tool`] class, else `Exec`.
-    pub fn class_of(&self, name: &str) -> AccessClass {
+    /// The class of the tool `name` with `annotations`: as [`classify`](Self::classify) set
+    /// it, else by its annotations ([`AccessClass::of`]).
+    pub fn class_of(&self, name: &str, annotations: ToolAnnotations) -> AccessClass {
         self.classes
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, class)| *class)
-            .or_else(|| AccessClass::of_sandbox_tool(name))
-            .unwrap_or(AccessClass::Exec)
+            .unwrap_or_else(|| AccessClass::of(annotations))
     }
 
-    /// What the model reads when a call of `tool` (of class `class`) is not allowed.
-    fn denial(&self, preset: PermissionPreset, tool: &str, class: AccessClass) -> String {
+    /// What the preset decides for the call `cx`.
+    pub fn permission_for(&self, cx: &ToolContext) -> Permission {
+        self.preset()
+            .permission(self.class_of(&cx.call().name, cx.annotations()))
+    }
+
+    /// Why a call of class `class` needs approval.
+    fn ask_reason(class: AccessClass) -> &'static str {
+        match class {
+            AccessClass::Exec => "it runs commands or reaches beyond the workspace",
+            AccessClass::Write => "it changes files",
+            AccessClass::Read => "it reads files",
+        }
+    }
+
+    /// What the model reads when a call of `tool` (of class `class`) is not allowed; the
+    /// tools the preset allows are named from `cx`'s list of the agent's tools.
+    fn denial(&self, preset: PermissionPreset, cx: &ToolContext, class: AccessClass) -> String {
+        let tool = &cx.call().name;
         let session = match preset {
             PermissionPreset::ReadOnly => "this session is read-only".to_string(),
-            PermissionPreset::WorkspaceWrite | PermissionPreset::FullAccess => {
-                let what = if self.is_classified(tool) {
-                    "running commands needs"
-                } else {
-                    "tools not known to only read or change files need"
-                };
-                debug_assert_eq!(class, AccessClass::Exec);
-                format!(
-                    "this session may read and change files, but {what} the user's approval, \
-                     which it cannot ask for"
-                )
-            }
+            PermissionPreset::WorkspaceWrite | PermissionPreset::FullAccess => format!(
+                "this session may read and change files, but {} needs the user's approval",
+                match class {
+                    AccessClass::Exec => "running commands",
+                    AccessClass::Write => "changing files",
+                    AccessClass::Read => "reading files",
+                }
+            ),
         };
-        let allowed: Vec<&str> = self
-            .classes
-            .iter()
-            .filter(|(_, class)| preset.permission(*class) == Permission::Allow)
-            .map(|(name, _)| name.as_str())
-            .collect();
+        let allowed: Vec<&str> = cx
+            .tools()
+            .map(|tools| {
+                tools
+                    .names()
+                    .filter(|name| {
+                        let annotations = tools.annotations(name).unwrap_or_default();
+                        preset.permission(self.class_of(name, annotations)) == Permission::Allow
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         let use_instead = match allowed.as_slice() {
             [] => String::new(),
             [one] => format!("; use {one}"),
@@ -244,23 +275,21 @@ impl PermissionPolicy {
         };
         format!("{session}: `{tool}` is not allowed{use_instead}")
     }
-
-    fn is_classified(&self, name: &str) -> bool {
-        self.classes.iter().any(|(n, _)| n == name) || AccessClass::of_sandbox_tool(name).is_some()
-    }
 }
 
 #[async_trait]
 impl ToolHook for PermissionPolicy {
-    async fn before_tool_call(&self, call: &ToolCall, arguments: &Value) -> ToolCallDecision {
+    async fn before_tool_call(&self, cx: &ToolContext, arguments: &Value) -> ToolCallDecision {
         let preset = self.preset();
-        let class = self.class_of(&call.name);
+        let call = cx.call();
+        let class = self.class_of(&call.name, cx.annotations());
         match (preset.permission(class), &self.approver) {
             (Permission::Allow, _) => ToolCallDecision::Allow,
             (Permission::Ask, Some(approver)) => ask(&**approver, call, arguments).await,
-            (Permission::Ask | Permission::Deny, _) => {
+            (Permission::Ask, None) => ToolCallDecision::Ask(Self::ask_reason(class).to_string()),
+            (Permission::Deny, _) => {
                 tracing::info!(tool = %call.name, ?preset, ?class, "the permission policy denied a call");
-                ToolCallDecision::Deny(self.denial(preset, &call.name, class))
+                ToolCallDecision::Deny(self.denial(preset, cx, class))
             }
         }
     }
@@ -271,16 +300,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn denials_say_what_the_session_allows() {
+    fn a_detached_call_is_denied_without_a_list_of_tools() {
         let ro = PermissionPolicy::new(PermissionPreset::ReadOnly);
+        let cx = ToolContext::detached(halo_core::ToolCall::new("c1", "write", "{}"));
         assert_eq!(
-            ro.denial(PermissionPreset::ReadOnly, "write", AccessClass::Write),
-            "this session is read-only: `write` is not allowed; use read, ls, glob or grep"
-        );
-        let ww = PermissionPolicy::new(PermissionPreset::WorkspaceWrite);
-        assert_eq!(
-            ww.denial(PermissionPreset::WorkspaceWrite, "bash", AccessClass::Exec),
-            "this session may read and change files, but running commands needs the user's approval, which it cannot ask for: `bash` is not allowed; use read, ls, glob, grep, write or edit"
+            ro.denial(PermissionPreset::ReadOnly, &cx, AccessClass::Write),
+            "this session is read-only: `write` is not allowed"
         );
     }
 

@@ -1,7 +1,7 @@
 //! [`OutputTruncation`]: an after-hook that bounds every tool result.
 
 use async_trait::async_trait;
-use halo_core::{ToolCall, ToolHook, ToolResult};
+use halo_core::{ToolContext, ToolHook, ToolResult};
 
 use crate::text::HeadTail;
 use crate::tools::{DEFAULT_OUTPUT_LIMIT, NOTES_MARGIN, ToolOptions};
@@ -95,7 +95,8 @@ impl OutputTruncation {
 
 #[async_trait]
 impl ToolHook for OutputTruncation {
-    async fn after_tool_call(&self, call: &ToolCall, mut result: ToolResult) -> ToolResult {
+    async fn after_tool_call(&self, cx: &ToolContext, mut result: ToolResult) -> ToolResult {
+        let call = cx.call();
         if let Some(cut) = self.truncate(&result.content) {
             tracing::debug!(tool = %call.name, bytes = result.content.len(), "truncated a tool result");
             result.content = cut;

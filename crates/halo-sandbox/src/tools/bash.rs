@@ -79,7 +79,8 @@ impl Tool for BashTool {
     }
 }
 
-/// The status line, then each non-empty stream under its name.
+/// The status line (naming the resource limit the command reached, if any), then each
+/// non-empty stream under its name.
 fn render(out: &ExecOutput, timeout: Duration) -> String {
     let mut text = if out.timed_out {
         format!(
@@ -87,12 +88,19 @@ fn render(out: &ExecOutput, timeout: Duration) -> String {
             format_duration(timeout)
         )
     } else {
-        match (out.exit_code, out.signal) {
-            (Some(code), _) => format!("exit code: {code}"),
-            (None, Some(signal)) => format!("killed by signal {signal}"),
-            (None, None) => "exit status unknown".to_string(),
+        match (out.exit_code, out.signal, &out.limit) {
+            (Some(code), _, Some(limit)) => format!("exit code: {code} ({limit})"),
+            (Some(code), _, None) => format!("exit code: {code}"),
+            (None, _, Some(limit)) => format!("killed: {limit}"),
+            (None, Some(signal), None) => format!("killed by signal {signal}"),
+            (None, None, None) => "exit status unknown".to_string(),
         }
     };
+    if out.timed_out
+        && let Some(limit) = &out.limit
+    {
+        text.push_str(&format!(" ({limit})"));
+    }
     for (name, stream) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
         if !stream.is_empty() {
             let body = stream.strip_suffix('\n').unwrap_or(stream);

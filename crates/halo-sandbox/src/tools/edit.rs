@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use halo_core::{Tool, ToolError, ToolOutput};
+use halo_core::{Tool, ToolAnnotations, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use similar::TextDiff;
@@ -53,6 +53,11 @@ impl Tool for EditTool {
          occur exactly once in the file (copy it from read, without the line-number prefix), \
          or set replace_all to replace every occurrence. Returns a unified diff of the \
          change."
+    }
+
+    /// Changes only files in the workspace.
+    fn annotations(&self) -> ToolAnnotations {
+        ToolAnnotations::default().with_open_world(false)
     }
 
     async fn call(&self, args: EditArgs) -> Result<ToolOutput, ToolError> {

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use halo_core::sandbox::GrepRequest;
+use halo_core::sandbox::{GrepRequest, GrepSkip};
 use halo_core::{Tool, ToolAnnotations, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -88,11 +88,13 @@ impl Tool for GrepTool {
             })
             .await
             .map_err(failed)?;
+        let skipped = skipped_note(&found.skipped);
         if found.lines.is_empty() {
-            return Ok(ToolOutput::text(format!(
-                "no matches for `{}` in `{base}`",
-                args.pattern
-            )));
+            let none = format!("no matches for `{}` in `{base}`", args.pattern);
+            return Ok(ToolOutput::text(match skipped {
+                Some(note) => format!("{none}\n\n{note}"),
+                None => none,
+            }));
         }
         let mut out = Lines::new(self.ctx.options.output_limit());
         let mut matches = 0usize;
@@ -131,6 +133,28 @@ impl Tool for GrepTool {
         } else {
             None
         };
+        let note = match (note, skipped) {
+            (Some(a), Some(b)) => Some(format!("{a}\n{b}")),
+            (a, b) => a.or(b),
+        };
         Ok(ToolOutput::text(out.finish(note)))
     }
+}
+
+/// The note naming the files not searched to their end, each with why (the first few).
+fn skipped_note(skipped: &[GrepSkip]) -> Option<String> {
+    const SHOWN: usize = 5;
+    let (first, _) = skipped.split_first()?;
+    let mut note = format!(
+        "[not searched to the end: `{}` ({})",
+        first.path, first.reason
+    );
+    for skip in skipped.iter().skip(1).take(SHOWN - 1) {
+        note.push_str(&format!(", `{}` ({})", skip.path, skip.reason));
+    }
+    if skipped.len() > SHOWN {
+        note.push_str(&format!(" and {} more files", skipped.len() - SHOWN));
+    }
+    note.push(']');
+    Some(note)
 }

@@ -69,6 +69,11 @@ pub const MAX_READ_FILE_BYTES: u64 = 256 * 1024;
 /// sandbox reads files whole, so this bounds the memory one call takes.
 pub const MAX_OPEN_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
+/// The longest line `grep` searches, in bytes: 8 MiB. The searcher's buffer holds a whole
+/// line, so this bounds its memory; a file with a longer line is searched up to that line
+/// and the result names it.
+pub const MAX_SEARCH_LINE_BYTES: usize = 8 * 1024 * 1024;
+
 /// The most entries `ls` and paths `glob` list, and matching lines `grep` shows: 1000.
 pub const MAX_RESULTS: usize = 1000;
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use halo_core::sandbox::SandboxError;
-use halo_core::{Tool, ToolError, ToolOutput};
+use halo_core::{Tool, ToolAnnotations, ToolError, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -40,6 +40,14 @@ impl Tool for WriteTool {
         "Writes a text file in the sandbox, replacing it if it exists and creating missing \
          parent folders. Returns the number of bytes written. To change part of a file, use \
          edit."
+    }
+
+    /// Changes only files in the workspace; writing the same content twice does what writing
+    /// it once does.
+    fn annotations(&self) -> ToolAnnotations {
+        ToolAnnotations::default()
+            .with_open_world(false)
+            .with_idempotent(true)
     }
 
     async fn call(&self, args: WriteArgs) -> Result<ToolOutput, ToolError> {

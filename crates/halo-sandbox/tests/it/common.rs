@@ -52,7 +52,11 @@ impl Fixture {
             .iter()
             .find(|t| t.spec().name == name)
             .unwrap_or_else(|| panic!("no tool {name}"));
-        tool.call_json(args).await
+        tool.call_json(
+            args,
+            &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+        )
+        .await
     }
 
     /// Calls a tool that must succeed with a non-error output; returns its text.
@@ -123,4 +127,29 @@ pub fn survivors(marker: &str, pgid: &str) -> Vec<String> {
         }
     }
     found
+}
+
+/// A new temporary folder that commands in the OS sandbox see (read-only): never under
+/// `/tmp`, which the sandbox replaces by a private one. Under cargo's `CARGO_TARGET_TMPDIR`,
+/// unless the target folder lies under `/tmp` (a checkout cloned there); then under
+/// `/var/tmp`, or the home folder.
+pub fn visible_tempdir(prefix: &str) -> TempDir {
+    let target_tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let candidates = [Some(target_tmp), Some(PathBuf::from("/var/tmp")), home];
+    for dir in candidates.into_iter().flatten() {
+        if std::fs::create_dir_all(&dir).is_err() {
+            continue;
+        }
+        let Ok(real) = dir.canonicalize() else {
+            continue;
+        };
+        if real.starts_with("/tmp") {
+            continue;
+        }
+        if let Ok(made) = tempfile::Builder::new().prefix(prefix).tempdir_in(&real) {
+            return made;
+        }
+    }
+    panic!("no folder outside /tmp to make a temporary folder the sandbox can see")
 }

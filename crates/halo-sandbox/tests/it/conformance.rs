@@ -57,6 +57,15 @@ impl Subject {
 }
 
 fn virtual_subject(tree: &[E], protected: &[&str]) -> Subject {
+    virtual_subject_with(tree, |sb| {
+        sb.with_protected_paths(protected).expect("protected paths")
+    })
+}
+
+fn virtual_subject_with(
+    tree: &[E],
+    protect: impl FnOnce(VirtualSandbox) -> VirtualSandbox,
+) -> Subject {
     let mut sb = VirtualSandbox::new();
     for e in tree {
         sb = match *e {
@@ -66,7 +75,7 @@ fn virtual_subject(tree: &[E], protected: &[&str]) -> Subject {
         }
         .expect("virtual tree");
     }
-    let sb = sb.with_protected_paths(protected).expect("protected paths");
+    let sb = protect(sb);
     Subject {
         name: "virtual",
         sandbox: Arc::new(sb),
@@ -75,6 +84,15 @@ fn virtual_subject(tree: &[E], protected: &[&str]) -> Subject {
 }
 
 fn container_subject(tree: &[E], protected: &[&str]) -> Subject {
+    container_subject_with(tree, |sb| {
+        sb.with_protected_paths(protected).expect("protected paths")
+    })
+}
+
+fn container_subject_with(
+    tree: &[E],
+    protect: impl FnOnce(ContainerSandbox) -> ContainerSandbox,
+) -> Subject {
     let outer = tempfile::tempdir().expect("tempdir");
     std::fs::write(outer.path().join("secret.txt"), SECRET).expect("secret");
     let root = outer.path().join("root");
@@ -94,10 +112,7 @@ fn container_subject(tree: &[E], protected: &[&str]) -> Subject {
             }
         }
     }
-    let sb = ContainerSandbox::new(&root)
-        .expect("container")
-        .with_protected_paths(protected)
-        .expect("protected paths");
+    let sb = protect(ContainerSandbox::new(&root).expect("container"));
     Subject {
         name: "container",
         sandbox: Arc::new(sb),
@@ -780,6 +795,77 @@ async fn protected_paths_stay_read_only_also_through_links() {
     );
 }
 
+/// A project with a nested repository, a bare one, and links into them.
+const NESTED_TREE: &[E] = &[
+    E::File("src/lib.rs", b"lib\n"),
+    E::File("vendor/lib/.git/config", b"[core]\n"),
+    E::File("vendor/lib/.git/HEAD", b"ref: refs/heads/main\n"),
+    E::File("vendor/lib/src.rs", b"nested\n"),
+    E::File("store/HEAD", b"ref: refs/heads/main\n"),
+    E::Dir("store/objects"),
+    E::Dir("store/refs"),
+    E::Dir("half/objects"),
+    E::Dir("half/refs"),
+    E::Link("lib_git", "vendor/lib/.git"),
+    E::File(".agent/memory.md", b"- noted\n"),
+];
+
+#[tokio::test]
+async fn protected_names_and_repositories_stay_read_only_at_any_depth() {
+    let [v, c] = [
+        virtual_subject_with(NESTED_TREE, |sb| sb.with_default_protection()),
+        container_subject_with(NESTED_TREE, |sb| sb.with_default_protection()),
+    ];
+    let mut got = Vec::new();
+    for s in [&v, &c] {
+        got.push((
+            write(s, "vendor/lib/.git/hooks/pre-commit", "x").await,
+            write(s, "lib_git/config", "x").await,
+            write(s, "new/deep/.git/config", "x").await,
+            remove(s, "vendor", true).await,
+            write(s, "store/config", "x").await,
+            write(s, "half/HEAD", "x").await,
+            (
+                write(s, ".mcp.json", "{}").await,
+                write(s, ".agent/mcp.json", "{}").await,
+                append(s, ".agent/memory.md", "- more\n").await,
+                write(s, "vendor/lib/src.rs", "changed\n").await,
+                write(s, "half/notes.txt", "x").await,
+                stat(s, "vendor/lib/.git/config").await,
+                remove(s, "src", true).await,
+            ),
+        ));
+    }
+    assert_eq!(
+        got[0], got[1],
+        "virtual (left) and container (right) differ"
+    );
+    let got = got.remove(0);
+    let ro = |path: &str, protected: &str| {
+        Err(failure(
+            "ReadOnly",
+            &format!("`{path}` is read-only in this sandbox (protected path `{protected}`)"),
+        ))
+    };
+    assert_eq!(
+        got.0,
+        ro("vendor/lib/.git/hooks/pre-commit", "vendor/lib/.git")
+    );
+    assert_eq!(got.1, ro("lib_git/config", "vendor/lib/.git"));
+    assert_eq!(got.2, ro("new/deep/.git/config", "new/deep/.git"));
+    assert_eq!(got.3, ro("vendor", "vendor/lib/.git"));
+    assert_eq!(got.4, ro("store/config", "store"));
+    assert_eq!(got.5, ro("half/HEAD", "half"));
+    let got = got.6;
+    assert_eq!(got.0, ro(".mcp.json", ".mcp.json"));
+    assert_eq!(got.1, ro(".agent/mcp.json", ".agent/mcp.json"));
+    assert_eq!(got.2, Ok(()));
+    assert_eq!(got.3, Ok(()));
+    assert_eq!(got.4, Ok(()));
+    assert_eq!(got.5, Ok(meta(FileKind::File, 7, true)));
+    assert_eq!(got.6, Ok(()));
+}
+
 /// A tree for glob and grep: ignore files at the root and below, hidden names, links.
 const SEARCH_TREE: &[E] = &[
     E::File(".gitignore", b"*.log\nbuild/\n!keep.log\n/top_only.txt\n"),
@@ -1325,11 +1411,21 @@ async fn tool_calls(tree: &[E], protected: &[&str], calls: &[(&str, Value)]) -> 
                 .iter()
                 .find(|t| t.spec().name == *name)
                 .unwrap_or_else(|| panic!("no tool {name}"));
-            out.push(match tool.call_json(args.clone()).await {
-                Ok(o) if o.is_error => format!("error: {}", o.content),
-                Ok(o) => format!("ok: {}", o.content),
-                Err(e) => format!("failed: {e}"),
-            });
+            out.push(
+                match tool
+                    .call_json(
+                        args.clone(),
+                        &halo_core::ToolContext::detached(halo_core::ToolCall::new(
+                            "c1", "tool", "{}",
+                        )),
+                    )
+                    .await
+                {
+                    Ok(o) if o.is_error => format!("error: {}", o.content),
+                    Ok(o) => format!("ok: {}", o.content),
+                    Err(e) => format!("failed: {e}"),
+                },
+            );
         }
         out
     })
@@ -1780,11 +1876,21 @@ async fn tool_calls_then_files(
                 .iter()
                 .find(|t| t.spec().name == *name)
                 .unwrap_or_else(|| panic!("no tool {name}"));
-            out.push(match tool.call_json(args.clone()).await {
-                Ok(o) if o.is_error => format!("error: {}", o.content),
-                Ok(o) => format!("ok: {}", o.content),
-                Err(e) => format!("failed: {e}"),
-            });
+            out.push(
+                match tool
+                    .call_json(
+                        args.clone(),
+                        &halo_core::ToolContext::detached(halo_core::ToolCall::new(
+                            "c1", "tool", "{}",
+                        )),
+                    )
+                    .await
+                {
+                    Ok(o) if o.is_error => format!("error: {}", o.content),
+                    Ok(o) => format!("ok: {}", o.content),
+                    Err(e) => format!("failed: {e}"),
+                },
+            );
         }
         let mut bytes = Vec::new();
         for f in files {

@@ -124,7 +124,13 @@ impl Suite {
             .iter()
             .find(|t| t.spec().name == tool)
             .unwrap_or_else(|| panic!("no tool {tool}"));
-        match tool.call_json(args).await {
+        match tool
+            .call_json(
+                args,
+                &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+            )
+            .await
+        {
             Ok(out) if out.is_error => Err(out.content),
             Ok(out) => Ok(out.content),
             Err(ToolError::Failed(msg)) => Err(msg),

@@ -3,16 +3,19 @@
 //! writes by absolute path, `..`, links the command makes and `/proc/*/root`; `.git` written,
 //! linked, moved and removed; TCP, UDP and abstract Unix sockets outside; signals, `ptrace`
 //! and `/proc/PID/mem` on a process outside; processes that try to outlive the command;
-//! `mount`, also in a user namespace of the command's own; reads through `/proc/1/root`; and
+//! `mount`, also in a user namespace of the command's own; what root has (a user namespace,
+//! the cgroup filesystem, the kernel keyrings: [`root`]); reads through `/proc/1/root`; and
 //! a kernel setting. Each attempt runs in every [`SandboxMode`].
 //!
 //! A temporary folder holds the root (a git repository, `.git` protected) and an `outside`
 //! folder with a secret file whose content is a marker. That folder lies under the system's
 //! temp dir, which the OS sandbox replaces by a private `/tmp`: commands do not even see
-//! it. So a second outside folder, `visible`, lies under cargo's `CARGO_TARGET_TMPDIR`, in
-//! the machine's filesystem that the sandbox binds read-only: there the read-only bind is
-//! what stops a write. `visible` holds no marker, since reads of the machine's files are not
-//! confined (`docs/sandbox.md`).
+//! it. So a second outside folder, `visible`, lies in the machine's filesystem that the
+//! sandbox binds read-only, never under `/tmp` ([`visible_tempdir`]: cargo's
+//! `CARGO_TARGET_TMPDIR`, or `/var/tmp` when the target folder lies under `/tmp`, so the
+//! verdicts are the same wherever the checkout is): there the read-only bind is what stops a
+//! write. `visible` holds no marker, since reads of the machine's files are not confined
+//! (`docs/sandbox.md`).
 //!
 //! After every attempt the suite checks that neither the marker nor [`SUCCEEDED`] (printed
 //! by a command once the step it tried worked) is in the result, that `outside`, `visible`
@@ -30,7 +33,7 @@
 use std::net::{TcpListener, UdpSocket};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixListener};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,9 +42,10 @@ use halo_core::DynTool;
 use halo_sandbox::{ContainerSandbox, SandboxMode};
 use serde_json::json;
 
-use crate::common::survivors;
+use crate::common::{survivors, visible_tempdir};
 
 mod harness;
+mod root;
 
 use harness::{
     Outsider, Snapshot, bracketed, climbing, drain, installed, machine_address, python_works,
@@ -94,6 +98,8 @@ enum Watch<'a> {
     Died(&'a mut Outsider),
     /// A process with this marker in its command line is alive after the command.
     Survivor(&'a str),
+    /// A key with this name is in one of the machine's keyrings after the command.
+    Key(&'a str),
 }
 
 /// What one mode's run found.
@@ -158,20 +164,9 @@ struct Suite {
 impl Suite {
     fn new(mode: SandboxMode) -> Self {
         let tmp = tempfile::tempdir().expect("tempdir");
-        let target_tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        std::fs::create_dir_all(target_tmp).expect("CARGO_TARGET_TMPDIR");
-        let visible_parent = tempfile::Builder::new()
-            .prefix("escape-bash-")
-            .tempdir_in(target_tmp)
-            .expect("tempdir in CARGO_TARGET_TMPDIR");
+        let visible_parent = visible_tempdir("escape-bash-");
         let tmp_path = tmp.path().canonicalize().unwrap();
         let visible_parent_path = visible_parent.path().canonicalize().unwrap();
-        if visible_parent_path.starts_with("/tmp") {
-            eprintln!(
-                "note: CARGO_TARGET_TMPDIR is under /tmp, so the `visible` folder is hidden \
-                 by the sandbox's private /tmp too"
-            );
-        }
         let root = tmp_path.join("root");
         let outside = tmp_path.join("outside");
         let visible = visible_parent_path.join("visible");
@@ -264,7 +259,10 @@ impl Suite {
         self.report.tried.push(name.to_string());
         let out = self
             .bash
-            .call_json(json!({"command": command, "timeout_secs": timeout_secs}))
+            .call_json(
+                json!({"command": command, "timeout_secs": timeout_secs}),
+                &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+            )
             .await
             .unwrap_or_else(|e| panic!("{name}: the bash tool failed: {e}"));
         assert!(!out.is_error, "{name}: {}", out.content);
@@ -304,6 +302,13 @@ impl Suite {
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 if outsider.died() {
                     why.push(format!("the process outside ({}) died", outsider.marker));
+                }
+            }
+            Watch::Key(name) => {
+                if root::key_on_host(name) {
+                    why.push(format!(
+                        "the key {name} is on the machine after the command"
+                    ));
                 }
             }
             Watch::Survivor(marker) => {
@@ -702,6 +707,9 @@ async fn run(mode: SandboxMode) -> Report {
         s.skip("mount: in a user namespace of its own", "no python3");
     }
 
+    // What root has: user namespaces, the cgroup filesystem, the kernel keyrings.
+    root::attempts(&mut s, python).await;
+
     // ptrace and /proc/PID/mem on a process outside.
     let outsider = Outsider::spawn(format!("{}-trace", s.outsider_prefix));
     let pid = outsider.pid();
@@ -844,15 +852,25 @@ async fn unconfined_commands_escape_so_the_suite_can_fail() {
     let report = run(SandboxMode::FullAccess).await;
     report.print();
     let escaped = report.escaped_names();
-    for name in [
+    let mut expected = vec![
         "write: absolute path into the outside folder",
         "write: absolute path into the visible folder",
+        "write: rm -rf the visible folder",
         "git: append to .git/config",
         "network: TCP to a loopback port with bash /dev/tcp",
         "signal: kill -9 a process outside",
         "process: setsid survives the timeout",
+        "userns: make a user namespace of its own (unshare -U)",
+        "cgroup: mount the cgroup filesystem",
         "read: the secret by its absolute path",
-    ] {
+    ];
+    if installed("keyctl") {
+        expected.extend([
+            "keyring: read the machine's key from the user keyring",
+            "keyring: plant a key in @u that outlives the command",
+        ]);
+    }
+    for name in expected {
         assert!(
             escaped.contains(&name),
             "{name} did not escape: {escaped:#?}"
@@ -860,8 +878,8 @@ async fn unconfined_commands_escape_so_the_suite_can_fail() {
     }
 }
 
-// A known gap, pinned: a Unix socket file the sandbox can see (here one the test binds
-// under CARGO_TARGET_TMPDIR; on a machine, /run/docker.sock, the D-Bus and systemd sockets
+// A known gap, pinned: a Unix socket file the sandbox can see (here one the test binds in a
+// folder outside /tmp, `visible_tempdir`; on a machine, /run/docker.sock, the D-Bus and systemd sockets
 // in /run) accepts a connection from a command. A read-only bind does not stop `connect`,
 // and a network namespace only separates abstract sockets. Closing it needs a seccomp
 // filter on `socket(AF_UNIX)` or hiding the sockets' folders; when that is done, this test
@@ -872,12 +890,7 @@ async fn known_gap_a_unix_socket_file_the_sandbox_can_see_accepts_a_connection()
         eprintln!("skipped: no python3");
         return;
     }
-    let target_tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    std::fs::create_dir_all(target_tmp).unwrap();
-    let dir = tempfile::Builder::new()
-        .prefix("unix-socket-")
-        .tempdir_in(target_tmp)
-        .unwrap();
+    let dir = visible_tempdir("unix-socket-");
     let path = dir.path().canonicalize().unwrap().join("s");
     let listener = UnixListener::bind(&path).unwrap();
     listener.set_nonblocking(true).unwrap();
@@ -893,7 +906,13 @@ async fn known_gap_a_unix_socket_file_the_sandbox_can_see_accepts_a_connection()
         "import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"{}\")",
         path.display()
     ));
-    let out = bash.call_json(json!({ "command": command })).await.unwrap();
+    let out = bash
+        .call_json(
+            json!({ "command": command }),
+            &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+        )
+        .await
+        .unwrap();
     assert_eq!(out.content, "exit code: 0\n(no output)");
     assert_eq!(drain(|| listener.accept().map(drop)), 1);
 }

@@ -319,3 +319,42 @@ async fn grep_keeps_the_first_matches_in_path_order_whatever_the_walk_order() {
         all[..1000].iter().map(String::as_str).collect::<Vec<_>>()
     );
 }
+
+// A line longer than the searcher holds (8 MiB) is not read into memory whole: the file is
+// searched up to it, what matched before is kept, and the result says which file was cut.
+#[tokio::test]
+async fn grep_cuts_a_file_at_a_line_longer_than_it_searches_and_says_so() {
+    let f = Fixture::new();
+    let mut long = b"TODO before\n".to_vec();
+    long.extend(std::iter::repeat_n(b'a', 9 << 20));
+    long.extend_from_slice(b"\nTODO after\n");
+    f.file("long.txt", &long);
+    f.file("short.txt", "TODO short\n");
+    let out = f.ok("grep", json!({"pattern": "TODO"})).await;
+    assert_eq!(
+        out,
+        "long.txt:1:TODO before\nshort.txt:1:TODO short\n\n\
+         [not searched to the end: `long.txt` (a line is longer than 8 MiB; searched up to it)]"
+    );
+    let out = f.ok("grep", json!({"pattern": "nothing"})).await;
+    assert_eq!(
+        out,
+        "no matches for `nothing` in `.`\n\n\
+         [not searched to the end: `long.txt` (a line is longer than 8 MiB; searched up to it)]"
+    );
+}
+
+// A long line that fits is kept, cut to what the tool shows, not held whole per match.
+#[tokio::test]
+async fn grep_keeps_a_long_matching_line_cut() {
+    let f = Fixture::new();
+    let line = format!("TODO {}", "b".repeat(1 << 20));
+    f.file("wide.txt", format!("{line}\n{line}\n"));
+    let out = f.ok("grep", json!({"pattern": "TODO"})).await;
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", &out[..out.len().min(300)]);
+    for l in lines {
+        assert!(l.ends_with(" [line truncated]"), "{}", &l[..80]);
+        assert!(l.len() < 2100, "{}", l.len());
+    }
+}

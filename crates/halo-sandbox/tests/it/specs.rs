@@ -244,28 +244,29 @@ fn a_virtual_sandbox_has_the_same_specs_without_bash() {
 // The engine runs read-only calls of a step concurrently and re-runs them on resume; the
 // tools that write or run commands must never be marked so.
 #[test]
-fn only_the_reading_tools_are_read_only() {
+fn the_annotations_say_which_tools_only_read_stay_in_the_workspace_or_may_run_twice() {
     let dir = tempfile::tempdir().unwrap();
-    let marks: Vec<(String, bool, bool)> = ContainerSandbox::new(dir.path())
+    // (name, read-only, idempotent, open world): what a permission policy classes them by.
+    let marks: Vec<(String, bool, bool, bool)> = ContainerSandbox::new(dir.path())
         .unwrap()
         .tools()
         .iter()
         .map(|t| {
             let a = t.annotations();
-            (t.spec().name, a.read_only, a.idempotent)
+            (t.spec().name, a.read_only, a.idempotent, a.open_world)
         })
         .collect();
-    let expected: Vec<(String, bool, bool)> = [
-        ("read", true, true),
-        ("write", false, false),
-        ("edit", false, false),
-        ("ls", true, true),
-        ("glob", true, true),
-        ("grep", true, true),
-        ("bash", false, false),
+    let expected: Vec<(String, bool, bool, bool)> = [
+        ("read", true, true, false),
+        ("write", false, true, false),
+        ("edit", false, false, false),
+        ("ls", true, true, false),
+        ("glob", true, true, false),
+        ("grep", true, true, false),
+        ("bash", false, false, true),
     ]
     .iter()
-    .map(|(n, r, i)| (n.to_string(), *r, *i))
+    .map(|(n, r, i, o)| (n.to_string(), *r, *i, *o))
     .collect();
     let mut got = marks.clone();
     got.sort();

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use futures::StreamExt as _;
 use halo_core::testing::ScriptedModel;
 use halo_core::{
-    AgentEvent, DynTool, HaloAgent, HaloError, LoopKind, Message, ToolError, ToolOutput, ToolSpec,
-    async_trait,
+    AgentEvent, DynTool, HaloAgent, HaloError, LoopKind, Message, ToolContext, ToolError,
+    ToolOutput, ToolSpec, async_trait,
 };
 use halo_strategies::{BasicRepair, LoopSuppression};
 use serde_json::{Value, json};
@@ -27,7 +27,7 @@ impl DynTool for Read {
             json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
         )
     }
-    async fn call_json(&self, args: Value) -> Result<ToolOutput, ToolError> {
+    async fn call_json(&self, args: Value, _cx: &ToolContext) -> Result<ToolOutput, ToolError> {
         self.0.fetch_add(1, Ordering::SeqCst);
         Ok(format!("contents of {}", args["path"].as_str().unwrap_or("?")).into())
     }

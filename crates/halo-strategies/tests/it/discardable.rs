@@ -1,4 +1,4 @@
-//! A tool result marked discardable (a loaded skill body, issue 14 §4) is the first thing
+//! A tool result marked discardable (a loaded skill body) is the first thing
 //! `TieredStrategy` evicts, ahead of older plain results.
 
 use std::sync::Arc;
@@ -51,7 +51,12 @@ fn a_loaded_skill_is_evicted_before_older_tool_results() {
             discardable: true,
         })
         .unwrap()
-        .context(ContextConfig::new(Arc::new(TieredStrategy::new()), 5_600))
+        // The order of eviction at a fixed low-water mark (each step here adds a fifth of the
+        // window, so a mark that follows the growth would evict every older result at once).
+        .context(ContextConfig::new(
+            Arc::new(TieredStrategy::new().room_for_steps(0)),
+            5_600,
+        ))
         .build();
     futures::executor::block_on(agent.generate_text("task")).unwrap();
     assert!(agent.stats().history_rewrites >= 1);

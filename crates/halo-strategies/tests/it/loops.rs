@@ -40,8 +40,11 @@ fn step(calls: &[(&str, &str, &str, bool)]) -> StepResult {
             observed_cached_tokens: None,
             history_rewritten: false,
             input_tokens: None,
+            provider: None,
+            provider_changed: false,
             verdict: CacheVerdict::Unreported,
         },
+        agent: None,
     }
 }
 

@@ -7,7 +7,8 @@
 //! `context_props`). Repair: the repair tables, loop detection, the strategies inside a
 //! `HaloAgent` on the scripted model, and property tests (`agent`, `arguments`, `loops`,
 //! `names`, `props`). Agents: the plan tool and plan-then-execute, sub-agents, teams (`plan`,
-//! `subagent`, `team`; shared pieces in `agent_tools`).
+//! `subagent`, `team`; shared pieces in `agent_tools`); handoff loops and events from inside
+//! (`swarm`).
 
 mod agent;
 mod agent_tools;
@@ -17,9 +18,11 @@ mod discardable;
 mod loops;
 mod names;
 mod plan;
+mod pressure;
 mod props;
 mod session;
 mod subagent;
+mod swarm;
 mod team;
 mod truncate;
 

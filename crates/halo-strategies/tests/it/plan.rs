@@ -27,7 +27,7 @@ fn a_plan_runs_its_steps_in_the_callers_context_with_plan_not_callable_and_the_p
         .system("You summarize notes.")
         .tool(Note)
         .unwrap()
-        .agent_tool(Plan::new())
+        .tool(Plan::new())
         .unwrap()
         .build();
     let out = futures::executor::block_on(agent.generate_text("Summarize my notes")).unwrap();
@@ -124,7 +124,7 @@ fn a_plan_of_two_steps_is_sent_back_with_the_schema_and_a_failed_step_ends_the_p
         .error(ModelError::Other("the server went away".into()))
         .text("Partly done.");
     let mut agent = HaloAgent::builder(script.clone())
-        .agent_tool(Plan::new())
+        .tool(Plan::new())
         .unwrap()
         .build();
     let out = futures::executor::block_on(agent.generate_text("Do t")).unwrap();
@@ -167,7 +167,7 @@ fn plan_then_execute_runs_the_steps_in_the_agents_own_log_and_restores_the_optio
     let mut agent = HaloAgent::builder(script.clone())
         .tool(Note)
         .unwrap()
-        .agent_tool(Plan::new())
+        .tool(Plan::new())
         .unwrap()
         .build();
     let before = agent.options().clone();
@@ -199,7 +199,7 @@ fn an_empty_task_is_an_error_result_and_the_call_is_not_handed_to_the_caller() {
         .tool_call("plan", json!({"task": ""}))
         .text("ok");
     let mut agent = HaloAgent::builder(script.clone())
-        .agent_tool(Plan::new())
+        .tool(Plan::new())
         .unwrap()
         .build();
     let out = futures::executor::block_on(agent.generate_text("go")).unwrap();

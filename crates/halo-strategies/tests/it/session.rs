@@ -171,6 +171,7 @@ impl ModelAdapter for CacheModel {
                 .filter(|m| matches!(m, Message::Tool(_)))
                 .count();
             return Ok(ModelResponse {
+                id: None,
                 message: AssistantMessage {
                     text: format!("Read {files} files; the bug is in the parser's number rule."),
                     ..AssistantMessage::default()
@@ -183,6 +184,7 @@ impl ModelAdapter for CacheModel {
                     ..Usage::default()
                 },
                 model: None,
+                provider: None,
             });
         }
         let turn = state.script.pop_front().unwrap_or(Turn::Text);
@@ -232,10 +234,12 @@ impl ModelAdapter for CacheModel {
             FinishReason::ToolCalls
         };
         Ok(ModelResponse {
+            id: None,
             message,
             finish_reason,
             usage,
             model: None,
+            provider: None,
         })
     }
 }

@@ -27,7 +27,7 @@ fn a_subagent_has_its_own_log_and_prompt_and_the_callers_tools_minus_subagent() 
         .system("You delegate.")
         .tool(Note)
         .unwrap()
-        .agent_tool(Subagent::new())
+        .tool(Subagent::new())
         .unwrap()
         .build();
     let out = futures::executor::block_on(agent.generate_text("Note x")).unwrap();
@@ -62,9 +62,9 @@ fn a_sub_agent_tool_refuses_calls_from_an_agent_at_its_depth_limit() {
         .text("a did it alone")
         .text("Done.");
     let mut agent = HaloAgent::builder(script.clone())
-        .agent_tool(Subagent::new())
+        .tool(Subagent::new())
         .unwrap()
-        .agent_tool(Subagent::new().named("delegate").max_depth(1))
+        .tool(Subagent::new().named("delegate").max_depth(1))
         .unwrap()
         .build();
     let out = futures::executor::block_on(agent.generate_text("go")).unwrap();
@@ -104,9 +104,9 @@ fn a_plan_step_may_start_a_sub_agent_which_has_plan_but_no_subagent() {
         .text("s3 done")
         .text("Done.");
     let mut agent = HaloAgent::builder(script.clone())
-        .agent_tool(halo_strategies::Plan::new())
+        .tool(halo_strategies::Plan::new())
         .unwrap()
-        .agent_tool(Subagent::new())
+        .tool(Subagent::new())
         .unwrap()
         .build();
     let out = futures::executor::block_on(agent.generate_text("go")).unwrap();
@@ -132,7 +132,7 @@ fn a_subagents_usage_rolls_into_the_callers_stats() {
     let mut agent = HaloAgent::builder(model)
         .tool(Note)
         .unwrap()
-        .agent_tool(Subagent::new())
+        .tool(Subagent::new())
         .unwrap()
         .build();
     let out = futures::executor::block_on(agent.generate_text("go")).unwrap();
@@ -168,7 +168,7 @@ fn the_same_role_gives_the_same_prefix_and_another_role_another() {
         .text("3")
         .text("Done.");
     let mut agent = HaloAgent::builder(script.clone())
-        .agent_tool(Subagent::new())
+        .tool(Subagent::new())
         .unwrap()
         .build();
     futures::executor::block_on(agent.generate_text("go")).unwrap();
@@ -190,7 +190,7 @@ fn a_long_answer_is_cut_at_the_bound() {
         .text(long.clone())
         .text("Done.");
     let mut agent = HaloAgent::builder(script)
-        .agent_tool(Subagent::new().max_result_bytes(200))
+        .tool(Subagent::new().max_result_bytes(200))
         .unwrap()
         .build();
     let out = futures::executor::block_on(agent.generate_text("go")).unwrap();
@@ -218,7 +218,7 @@ async fn two_sub_agents_of_one_step_run_at_the_same_time() {
     let mut agent = HaloAgent::builder(script.clone())
         .tool(Rendezvous(barrier))
         .unwrap()
-        .agent_tool(Subagent::new())
+        .tool(Subagent::new())
         .unwrap()
         .build();
     let out = tokio::time::timeout(Duration::from_secs(10), agent.generate_text("go"))

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use halo_core::HaloAgent;
 use halo_core::testing::ScriptedModel;
-use halo_mcp::server::{AgentAsTool, McpServer};
+use halo_mcp::server::{McpServer, ServedAgent};
 use serde_json::json;
 
 use super::{Echo, Era, Seen, call, connect, text};
@@ -16,7 +16,7 @@ async fn the_agent_answers_as_a_tool_with_a_progress_notification_per_step() {
         .tool_call("echo", json!({"text": "ping"}))
         .text("The echo said ping.");
     let factory_model = model.clone();
-    let tool = AgentAsTool::per_call("ask_agent", "Asks the agent.", move || {
+    let tool = ServedAgent::per_call("ask_agent", "Asks the agent.", move || {
         Ok(HaloAgent::builder(factory_model.clone())
             .system("You answer with the echo tool.")
             .tool(Echo)?
@@ -58,7 +58,10 @@ async fn the_agent_answers_as_a_tool_with_a_progress_notification_per_step() {
     let result = call(&client, "ask_agent", json!({"prompt": "again"})).await;
     let (message, is_error) = text(&result);
     assert!(is_error);
-    assert!(message.starts_with("the agent's run failed: "), "{message}");
+    assert!(
+        message.starts_with("the agent `ask_agent` failed: "),
+        "{message}"
+    );
 
     // An empty prompt is refused before any model call: the schema's minLength, or the
     // tool's own check for one of blanks.
@@ -77,11 +80,7 @@ async fn a_shared_agent_keeps_one_conversation_across_calls() {
         .text("first answer")
         .text("second answer");
     let agent = HaloAgent::builder(model.clone()).build();
-    let tool = AgentAsTool::shared(
-        "ask_agent",
-        "Asks the agent.",
-        Arc::new(tokio::sync::Mutex::new(agent)),
-    );
+    let tool = ServedAgent::shared("ask_agent", "Asks the agent.", agent);
     let server = McpServer::builder().tool(Arc::new(tool)).build().unwrap();
     let (client, _seen) = connect(server, Era::Modern).await;
     let first = call(&client, "ask_agent", json!({"prompt": "one"})).await;

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use halo_core::{DynTool, ToolError, ToolOutput, ToolSpec, async_trait};
+use halo_core::{DynTool, ToolContext, ToolError, ToolOutput, ToolSpec, async_trait};
 use halo_mcp::server::McpServer;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{Peer, RunningService};
@@ -29,7 +29,11 @@ impl DynTool for Remote {
             Value::Object((*self.tool.input_schema).clone()),
         )
     }
-    async fn call_json(&self, arguments: Value) -> Result<ToolOutput, ToolError> {
+    async fn call_json(
+        &self,
+        arguments: Value,
+        _cx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         let Value::Object(arguments) = arguments else {
             return Err(ToolError::InvalidArguments("not an object".into()));
         };

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use halo_core::{ToolCall, ToolCallDecision, ToolHook, async_trait};
+use halo_core::{ToolCallDecision, ToolContext, ToolHook, async_trait};
 use halo_mcp::server::McpServer;
 use rmcp::ServiceError;
 use rmcp::model::ErrorCode;
@@ -110,7 +110,8 @@ struct Unattended;
 
 #[async_trait]
 impl ToolHook for Unattended {
-    async fn before_tool_call(&self, call: &ToolCall, _args: &Value) -> ToolCallDecision {
+    async fn before_tool_call(&self, cx: &ToolContext, _args: &Value) -> ToolCallDecision {
+        let call = cx.call();
         if call.name == "note" {
             ToolCallDecision::Deny(format!(
                 "no one can approve `{}` in this server; restart it with --yes to allow it",
@@ -127,7 +128,8 @@ struct WaitsForever;
 
 #[async_trait]
 impl ToolHook for WaitsForever {
-    async fn before_tool_call(&self, call: &ToolCall, _args: &Value) -> ToolCallDecision {
+    async fn before_tool_call(&self, cx: &ToolContext, _args: &Value) -> ToolCallDecision {
+        let call = cx.call();
         if call.name == "note" {
             futures::future::pending::<()>().await;
         }
@@ -192,7 +194,11 @@ impl halo_core::DynTool for Stuck {
     fn spec(&self) -> halo_core::ToolSpec {
         halo_core::ToolSpec::new("stuck", "Never finishes.", json!({"type": "object"}))
     }
-    async fn call_json(&self, _args: Value) -> Result<halo_core::ToolOutput, halo_core::ToolError> {
+    async fn call_json(
+        &self,
+        _args: Value,
+        _cx: &ToolContext,
+    ) -> Result<halo_core::ToolOutput, halo_core::ToolError> {
         let _guard = SetOnDrop(self.0.clone());
         futures::future::pending::<()>().await;
         unreachable!()

@@ -10,7 +10,7 @@ mod http;
 use std::sync::{Arc, Mutex};
 
 use halo_core::{
-    DynTool, Tool, ToolAnnotations, ToolCall, ToolCallDecision, ToolError, ToolHook, ToolOutput,
+    DynTool, Tool, ToolAnnotations, ToolCallDecision, ToolContext, ToolError, ToolHook, ToolOutput,
     async_trait,
 };
 use halo_mcp::server::McpServer;
@@ -78,7 +78,7 @@ pub struct Policy;
 
 #[async_trait]
 impl ToolHook for Policy {
-    async fn before_tool_call(&self, _call: &ToolCall, args: &Value) -> ToolCallDecision {
+    async fn before_tool_call(&self, _cx: &ToolContext, args: &Value) -> ToolCallDecision {
         match args["text"].as_str() {
             Some("forbidden") => {
                 ToolCallDecision::Deny("this server does not say forbidden".into())

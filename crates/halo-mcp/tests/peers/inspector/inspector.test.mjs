@@ -1,13 +1,15 @@
 // `coder mcp-serve` checked by the MCP Inspector's CLI (npm @modelcontextprotocol/inspector),
 // in its legacy era (initialize, 2025-11-25) and its modern one (server/discover,
 // 2026-07-28), over stdio and over streamable HTTP: tools/list, a read, and a path outside
-// the root, which the CLI reports as an isError result (exit code 5).
+// the root, which the CLI reports as an isError result (exit code 5). Over HTTP the CLI sends
+// the server's bearer token (given in HALO_MCP_TOKEN) with --header.
 //
 // Run by `cargo xtask interop` with HALO_CODER_BIN set to a `coder` binary.
 
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn, spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, mkdirSync, writeFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
@@ -19,6 +21,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 const inspector = join(here, "node_modules/.bin/mcp-inspector");
 const TOOLS = ["bash", "edit", "glob", "grep", "ls", "read", "write"];
 
+const token = randomBytes(32).toString("hex");
 let root, project, http, url;
 
 before(async () => {
@@ -29,6 +32,7 @@ before(async () => {
   writeFileSync(join(root, "outside.txt"), "outside\n");
   http = spawn(coder, ["mcp-serve", "--dir", project, "--http", "127.0.0.1:0"], {
     stdio: ["ignore", "ignore", "pipe"],
+    env: { ...process.env, HALO_MCP_TOKEN: token },
   });
   url = await new Promise((resolve, reject) => {
     let seen = "";
@@ -66,7 +70,10 @@ function inspect(target, era, args) {
 for (const transport of ["stdio", "http"]) {
   for (const era of ["legacy", "modern"]) {
     test(`${transport}, ${era} era: list, read, and a path outside the root`, () => {
-      const target = transport === "stdio" ? [coder, "mcp-serve", "--dir", project] : [url];
+      const target =
+        transport === "stdio"
+          ? [coder, "mcp-serve", "--dir", project]
+          : [url, "--header", `Authorization: Bearer ${token}`];
       const listed = inspect(target, era, ["--method", "tools/list"]);
       assert.equal(listed.status, 0, JSON.stringify(listed.json));
       assert.deepEqual(listed.json.result.tools.map((t) => t.name), TOOLS);
@@ -91,3 +98,23 @@ for (const transport of ["stdio", "http"]) {
     });
   }
 }
+
+test("http without the bearer token: 401 with a Bearer challenge, and the CLI fails", async () => {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Accept: "application/json, text/event-stream" },
+    body: JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "node", version: "1" } },
+    }),
+  });
+  assert.equal(response.status, 401);
+  assert.match(response.headers.get("www-authenticate"), /^Bearer/);
+  const out = spawnSync(inspector, ["--cli", url, "--protocol-era", "legacy", "-q", "--format", "json", "--method", "tools/list"], {
+    encoding: "utf8",
+    timeout: 60_000,
+  });
+  assert.notEqual(out.status, 0, `${out.stdout}\n${out.stderr}`);
+});

@@ -3,7 +3,8 @@
 Over stdio and over streamable HTTP, in the client's default era (`auto`: `server/discover`,
 2026-07-28) and in the legacy one (`initialize`, 2025-11-25): initialize, tools/list, a read,
 a write, a path outside the root (an `isError` result) and a command without --yes (an
-`isError` result saying to restart with --yes).
+`isError` result saying to restart with --yes). Over HTTP the client sends the server's bearer
+token (given in HALO_MCP_TOKEN); a request without it is answered 401 with a Bearer challenge.
 
 Run by `cargo xtask interop` with HALO_CODER_BIN set to a `coder` binary; exits non-zero on
 the first failure.
@@ -11,12 +12,15 @@ the first failure.
 
 import asyncio
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import httpx2
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 CODER = os.environ["HALO_CODER_BIN"]
 TOOLS = ["bash", "edit", "glob", "grep", "ls", "read", "write"]
@@ -64,11 +68,13 @@ async def over_stdio(project: Path, mode: str) -> None:
 
 
 async def over_http(project: Path, mode: str) -> None:
+    token = secrets.token_hex(32)
     server = subprocess.Popen(
         [CODER, "mcp-serve", "--dir", str(project), "--http", "127.0.0.1:0"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "HALO_MCP_TOKEN": token},
     )
     try:
         url = None
@@ -77,8 +83,29 @@ async def over_http(project: Path, mode: str) -> None:
                 url = line.removeprefix("serving MCP at ").strip()
                 break
         assert url and url.startswith("http://127.0.0.1:"), url
-        async with Client(url, mode=mode, read_timeout_seconds=30) as client:
-            await check(client, project, f"http-{mode}")
+        initialize = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "python", "version": "1"},
+            },
+        }
+        accept = {"Accept": "application/json, text/event-stream"}
+        async with httpx2.AsyncClient() as plain:
+            refused = await plain.post(url, json=initialize, headers=accept)
+        assert refused.status_code == 401, (refused.status_code, refused.text)
+        assert refused.headers["www-authenticate"].startswith("Bearer"), refused.headers
+        http = httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=httpx2.Timeout(30, read=300),
+        )
+        async with http:
+            transport = streamable_http_client(url, http_client=http)
+            async with Client(transport, mode=mode, read_timeout_seconds=30) as client:
+                await check(client, project, f"http-{mode}")
     finally:
         server.kill()
         server.wait()

@@ -1,4 +1,4 @@
-//! Agent Skills (agentskills.io; issue 14 §4): discovery, parsing, the catalog for the
+//! Agent Skills (agentskills.io): discovery, parsing, the catalog for the
 //! prefix, and the tools `load_skill`, `read_skill_file` and `skill_run`.
 //!
 //! Everything goes through the [`Sandbox`](halo_core::Sandbox) trait, so a

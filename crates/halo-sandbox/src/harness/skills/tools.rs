@@ -1,5 +1,5 @@
 //! The skill tools: `load_skill {"name"}`, `read_skill_file {"name", "path"}` and
-//! `skill_run {"name", "command", "output_files"}` (issue 14 §4; names are contracts).
+//! `skill_run {"name", "command", "output_files"}` (their names are contracts).
 //!
 //! Their schemas constrain `name` to an enum of the skills found (the client guide's
 //! advice), so they are byte-stable for one set of skills. `load_skill`'s result is marked
@@ -9,7 +9,9 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use halo_core::sandbox::{FileKind, GlobRequest, SandboxPath};
-use halo_core::{DynTool, SharedSandbox, ToolAnnotations, ToolError, ToolOutput, ToolSpec};
+use halo_core::{
+    DynTool, SharedSandbox, ToolAnnotations, ToolContext, ToolError, ToolOutput, ToolSpec,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -40,7 +42,7 @@ const MAX_RESOURCES: usize = 100;
 /// let tools = skill_tools(sandbox, set, SkillRunOptions::default());
 /// let names: Vec<_> = tools.iter().map(|t| t.spec().name).collect();
 /// assert_eq!(names, ["load_skill", "read_skill_file"]); // no commands in a VirtualSandbox
-/// let out = tools[0].call_json(json!({"name": "pdf"})).await.unwrap();
+/// let out = tools[0].call_json(json!({"name": "pdf"}), &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "load_skill", "{}"))).await.unwrap();
 /// assert!(out.discardable && out.content.contains("Use pdftotext."));
 /// # });
 /// ```
@@ -139,7 +141,11 @@ impl DynTool for LoadSkill {
         ToolAnnotations::READ_ONLY
     }
 
-    async fn call_json(&self, arguments: Value) -> Result<ToolOutput, ToolError> {
+    async fn call_json(
+        &self,
+        arguments: Value,
+        _cx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         let a: LoadArgs = args(arguments)?;
         let skill = self.0.skill(&a.name)?;
         let mut out = String::new();
@@ -227,7 +233,11 @@ impl DynTool for ReadSkillFile {
         ToolAnnotations::READ_ONLY
     }
 
-    async fn call_json(&self, arguments: Value) -> Result<ToolOutput, ToolError> {
+    async fn call_json(
+        &self,
+        arguments: Value,
+        _cx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         let a: ReadArgs = args(arguments)?;
         let skill = self.0.skill(&a.name)?;
         let path = confined(self.0.sandbox.as_ref(), skill, &a.path).await?;
@@ -336,7 +346,11 @@ impl DynTool for SkillRun {
         )
     }
 
-    async fn call_json(&self, arguments: Value) -> Result<ToolOutput, ToolError> {
+    async fn call_json(
+        &self,
+        arguments: Value,
+        _cx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         let a: RunArgs = args(arguments)?;
         let skill = self.0.skill(&a.name)?;
         run_skill(&self.0, skill, &a.command, &a.output_files).await

@@ -1,6 +1,7 @@
 //! The harness loaders and the skill tools (issue 14 §2–4), on `VirtualSandbox` fixtures
 //! and, where a real folder or commands matter, a `ContainerSandbox`.
 
+mod experience;
 mod interop;
 mod memory;
 mod rules;

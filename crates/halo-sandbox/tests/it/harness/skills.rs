@@ -223,7 +223,10 @@ async fn load_skill_gives_a_discardable_body_never_changes_the_prefix_and_lists_
     );
     // Called directly (no schema check), an unknown name gets the list too.
     let direct = skill_tools(s, set, SkillRunOptions::default())[0]
-        .call_json(json!({"name": "docx"}))
+        .call_json(
+            json!({"name": "docx"}),
+            &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+        )
         .await
         .unwrap_err();
     assert_eq!(
@@ -248,7 +251,10 @@ async fn read_skill_file_is_confined_to_the_skill_folder() {
     let read = &tools[1];
     assert_eq!(read.spec().name, "read_skill_file");
     let ok = read
-        .call_json(json!({"name": "pdf", "path": "references/FORMS.md"}))
+        .call_json(
+            json!({"name": "pdf", "path": "references/FORMS.md"}),
+            &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+        )
         .await
         .unwrap();
     assert_eq!(ok.content, "Form fields.");
@@ -267,7 +273,10 @@ async fn read_skill_file_is_confined_to_the_skill_folder() {
         ),
     ] {
         let err = read
-            .call_json(json!({"name": "pdf", "path": path}))
+            .call_json(
+                json!({"name": "pdf", "path": path}),
+                &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+            )
             .await
             .unwrap_err();
         assert!(err.to_string().contains(want), "{path}: {err}");
@@ -286,7 +295,14 @@ async fn skill_run_stages_the_skill_read_only_once_and_returns_the_output_files(
     assert_eq!(run.spec().name, "skill_run");
     let command = "bash \"$SKILLS_DIR/scripts/fill.sh\" form > \"$OUTPUT_DIR/result.txt\"; echo work=$(pwd); echo oops >&2; mkdir -p \"$OUTPUT_DIR/sub\"; echo skip > \"$OUTPUT_DIR/sub/other.log\"";
     let args = json!({"name": "pdf", "command": command, "output_files": ["*.txt"]});
-    let first = run.call_json(args.clone()).await.unwrap().content;
+    let first = run
+        .call_json(
+            args.clone(),
+            &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+        )
+        .await
+        .unwrap()
+        .content;
     let work = dir.path().join(".halo/skills/pdf/work");
     assert!(
         first.starts_with("exit code: 0\nskill staged at .halo/skills/pdf/skill (copied, sha256 "),
@@ -317,7 +333,14 @@ async fn skill_run_stages_the_skill_read_only_once_and_returns_the_output_files(
     assert_eq!(mode(".halo/skills/pdf/skill"), 0);
 
     // Unchanged content: no copy. Changed: copied again, and the new script runs.
-    let second = run.call_json(args.clone()).await.unwrap().content;
+    let second = run
+        .call_json(
+            args.clone(),
+            &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+        )
+        .await
+        .unwrap()
+        .content;
     assert!(
         second.contains("(unchanged, not copied, sha256 "),
         "{second}"
@@ -328,25 +351,50 @@ async fn skill_run_stages_the_skill_read_only_once_and_returns_the_output_files(
         "echo refilled \"$1\"\n",
     )
     .await;
-    let third = run.call_json(args.clone()).await.unwrap().content;
+    let third = run
+        .call_json(
+            args.clone(),
+            &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+        )
+        .await
+        .unwrap()
+        .content;
     assert!(third.contains("(copied, sha256 "), "{third}");
     assert!(third.contains("\nrefilled form\n"), "{third}");
     // A command that changed the copy (permission bits do not stop root) gets a new copy.
     let tamper = json!({"name": "pdf", "command": "chmod u+w \"$SKILLS_DIR/scripts/fill.sh\" && echo 'echo tampered' > \"$SKILLS_DIR/scripts/fill.sh\"; true", "output_files": []});
-    run.call_json(tamper).await.unwrap();
-    let fourth = run.call_json(args.clone()).await.unwrap().content;
+    run.call_json(
+        tamper,
+        &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+    )
+    .await
+    .unwrap();
+    let fourth = run
+        .call_json(
+            args.clone(),
+            &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+        )
+        .await
+        .unwrap()
+        .content;
     assert!(fourth.contains("(copied, sha256 "), "{fourth}");
     assert!(fourth.contains("\nrefilled form\n"), "{fourth}");
 
     // A failing command is data; a bad glob is an error the model can fix.
     let failed = run
-        .call_json(json!({"name": "pdf", "command": "exit 3", "output_files": []}))
+        .call_json(
+            json!({"name": "pdf", "command": "exit 3", "output_files": []}),
+            &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+        )
         .await
         .unwrap()
         .content;
     assert!(failed.starts_with("exit code: 3\n"));
     let bad = run
-        .call_json(json!({"name": "pdf", "command": "true", "output_files": ["a[" ]}))
+        .call_json(
+            json!({"name": "pdf", "command": "true", "output_files": ["a[" ]}),
+            &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+        )
         .await
         .unwrap_err();
     assert!(

@@ -717,9 +717,12 @@ async fn through_the_agent_rm_rf_root_is_refused_and_echo_runs() {
     // The stand-in does shadow `rm`: run harmlessly, it leaves its trace.
     let tools = ws.sandbox.tools();
     let bash = tools.iter().find(|t| t.spec().name == "bash").unwrap();
-    bash.call_json(json!({"command": "PATH=fakebin:$PATH rm -f nothing-here"}))
-        .await
-        .unwrap();
+    bash.call_json(
+        json!({"command": "PATH=fakebin:$PATH rm -f nothing-here"}),
+        &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         std::fs::read_to_string(ws.path("ran-rm.txt")).unwrap(),
         "-f nothing-here\n"

@@ -85,7 +85,13 @@ async fn sandbox_results_pass_the_default_truncation_unchanged() {
     let tools = ws.sandbox.tools();
     let own = async |name: &str, args: serde_json::Value| {
         let tool = tools.iter().find(|t| t.spec().name == name).unwrap();
-        tool.call_json(args).await.unwrap().content
+        tool.call_json(
+            args,
+            &halo_core::ToolContext::detached(halo_core::ToolCall::new("c1", "tool", "{}")),
+        )
+        .await
+        .unwrap()
+        .content
     };
     let own_read = own("read", read.clone()).await;
     let own_bash = own("bash", bash.clone()).await;
