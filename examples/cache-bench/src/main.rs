@@ -29,6 +29,12 @@
 //!   tool call 20; the second table shows the one expected miss it costs and that there is
 //!   no bust.
 //!
+//! OpenAI's Responses API (`ResponsesAdapter`, `gpt-5-mini`, reasoning items on) runs against
+//! `ResponsesSim`; GPT-5.6 (which caches at breakpoints and bills writes at 125 %) runs over
+//! chat completions in OpenAI's implicit mode and in explicit mode with Halo's breakpoints,
+//! and over the Responses API in explicit mode; for those a last table puts the input cost
+//! of the runs side by side, with the first call of a new session on the same prefix.
+//!
 //! Columns: input and cached tokens as the adapter reported them (`AgentStats`), the hit
 //! share, the theoretical maximum (per request, the longest token prefix it shares with any
 //! earlier request of the session, summed; computed by the simulator from the recorded
@@ -49,12 +55,19 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use halo_adapters::anthropic::AnthropicAdapter;
 use halo_adapters::gemini::GeminiAdapter;
-use halo_adapters::openai::OpenAiCompatible;
+use halo_adapters::openai::{OpenAiCompatible, PromptCacheMode};
+use halo_adapters::responses::ResponsesAdapter;
+use halo_adapters::sim::SimReply;
 use halo_adapters::sim::anthropic::AnthropicSim;
 use halo_adapters::sim::gemini::GeminiSim;
 use halo_adapters::sim::openai::{OpenAiSim, SimProfile};
+use halo_adapters::sim::responses::ResponsesSim;
 
 use crate::session::{Session, Variant};
+
+/// The reasoning summary the Responses simulator starts every answer with (its reasoning
+/// items, with their encrypted content, are replayed on every later request).
+const REASONING: &str = "Look at the code that builds the request body before answering.";
 use crate::table::{Figures, Row, table};
 
 /// Runs the benchmark and prints its table. The session reads the repository at the path
@@ -95,20 +108,32 @@ async fn run_all(root: PathBuf) -> anyhow::Result<()> {
 }
 
 /// The providers, each through its adapter against its simulator.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Provider {
     OpenAi,
     DeepSeek,
     Anthropic,
     Gemini,
+    /// OpenAI's Responses API (`gpt-5-mini`, reasoning items replayed).
+    Responses,
+    /// Chat completions on `gpt-5.6`, OpenAI's implicit breakpoint (nothing sent).
+    OpenAi56,
+    /// Chat completions on `gpt-5.6`, explicit mode with Halo's breakpoints.
+    OpenAi56Explicit,
+    /// The Responses API on `gpt-5.6`, explicit mode with Halo's breakpoints.
+    Responses56Explicit,
 }
 
 impl Provider {
-    const ALL: [Provider; 4] = [
+    const ALL: [Provider; 8] = [
         Provider::OpenAi,
         Provider::DeepSeek,
         Provider::Anthropic,
         Provider::Gemini,
+        Provider::Responses,
+        Provider::OpenAi56,
+        Provider::OpenAi56Explicit,
+        Provider::Responses56Explicit,
     ];
 
     fn name(self) -> &'static str {
@@ -117,24 +142,46 @@ impl Provider {
             Provider::DeepSeek => "deepseek",
             Provider::Anthropic => "anthropic",
             Provider::Gemini => "gemini",
+            Provider::Responses => "responses",
+            Provider::OpenAi56 => "openai-5.6 implicit",
+            Provider::OpenAi56Explicit => "openai-5.6 explicit",
+            Provider::Responses56Explicit => "responses-5.6 explicit",
         }
+    }
+
+    /// Whether the provider bills cache writes (inside the input, at 1.25×).
+    fn bills_writes(self) -> bool {
+        matches!(
+            self,
+            Provider::Anthropic
+                | Provider::OpenAi56
+                | Provider::OpenAi56Explicit
+                | Provider::Responses56Explicit
+        )
     }
 
     /// One session against a fresh simulator.
     async fn run(self, session: &Session, variant: Variant) -> anyhow::Result<Figures> {
         match self {
-            Provider::OpenAi | Provider::DeepSeek => {
+            Provider::OpenAi
+            | Provider::DeepSeek
+            | Provider::OpenAi56
+            | Provider::OpenAi56Explicit => {
                 let profile = match self {
-                    Provider::OpenAi => SimProfile::OpenAi,
-                    _ => SimProfile::DeepSeek,
+                    Provider::DeepSeek => SimProfile::DeepSeek,
+                    _ => SimProfile::OpenAi,
                 };
                 let sim = OpenAiSim::start(profile)
                     .await
                     .context("cannot start the simulator")?;
                 sim.set_reply_script(session.script());
-                let builder = match profile {
-                    SimProfile::OpenAi => OpenAiCompatible::openai("gpt-5-mini"),
-                    SimProfile::DeepSeek => OpenAiCompatible::deepseek("deepseek-chat"),
+                let builder = match self {
+                    Provider::DeepSeek => OpenAiCompatible::deepseek("deepseek-chat"),
+                    Provider::OpenAi56 => OpenAiCompatible::openai("gpt-5.6"),
+                    Provider::OpenAi56Explicit => {
+                        OpenAiCompatible::openai("gpt-5.6").prompt_cache(PromptCacheMode::Explicit)
+                    }
+                    _ => OpenAiCompatible::openai("gpt-5-mini"),
                 };
                 let model = builder
                     .api_key("sk-bench")
@@ -142,10 +189,43 @@ impl Provider {
                     .max_retries(0)
                     .build()
                     .context("cannot build the adapter")?;
-                let (stats, expected) = session.run(model, variant).await?;
+                let (stats, expected) = session.run(model.clone(), variant).await?;
                 let records = sim.records();
                 let max = records.iter().map(|r| r.seen_prefix_tokens).sum();
-                Ok(Figures::new(self, stats, expected, Some(max)))
+                let mut figures = Figures::new(self, stats, expected, Some(max));
+                if variant == Variant::Halo && self != Provider::DeepSeek {
+                    sim.set_reply_script([SimReply::text("ok")]);
+                    figures.next_session = Some(session.probe(model).await?);
+                }
+                Ok(figures)
+            }
+            Provider::Responses | Provider::Responses56Explicit => {
+                let sim = ResponsesSim::start()
+                    .await
+                    .context("cannot start the simulator")?;
+                sim.set_reasoning(Some(REASONING.into()));
+                sim.set_reply_script(session.script());
+                let builder = match self {
+                    Provider::Responses => ResponsesAdapter::builder("gpt-5-mini"),
+                    _ => {
+                        ResponsesAdapter::builder("gpt-5.6").prompt_cache(PromptCacheMode::Explicit)
+                    }
+                };
+                let model = builder
+                    .api_key("sk-bench")
+                    .base_url(sim.base_url())
+                    .max_retries(0)
+                    .build()
+                    .context("cannot build the adapter")?;
+                let (stats, expected) = session.run(model.clone(), variant).await?;
+                let records = sim.records();
+                let max = records.iter().map(|r| r.seen_prefix_tokens).sum();
+                let mut figures = Figures::new(self, stats, expected, Some(max));
+                if variant == Variant::Halo {
+                    sim.set_reply_script([SimReply::text("ok")]);
+                    figures.next_session = Some(session.probe(model).await?);
+                }
+                Ok(figures)
             }
             Provider::Anthropic => {
                 let sim = AnthropicSim::start()

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use async_trait::async_trait;
 use halo_core::{
-    DynTool, ToolCall, ToolError, ToolHook, ToolOutput, ToolResult, ToolSource, ToolSpec,
+    DynTool, ToolContext, ToolError, ToolHook, ToolOutput, ToolResult, ToolSource, ToolSpec,
 };
 use halo_mcp::{ClientOptions, InProcess, McpClients, McpServer, McpToolSet};
 use serde_json::{Value, json};
@@ -91,7 +91,7 @@ pub(crate) struct ChangeTools {
 
 #[async_trait]
 impl ToolHook for ChangeTools {
-    async fn after_tool_call(&self, _call: &ToolCall, result: ToolResult) -> ToolResult {
+    async fn after_tool_call(&self, _cx: &ToolContext, result: ToolResult) -> ToolResult {
         if self.calls.fetch_add(1, Ordering::SeqCst) + 1 != CHANGE_AFTER {
             return result;
         }
@@ -151,7 +151,11 @@ impl DynTool for DocsTool {
         }
     }
 
-    async fn call_json(&self, arguments: Value) -> Result<ToolOutput, ToolError> {
+    async fn call_json(
+        &self,
+        arguments: Value,
+        _cx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         Ok(ToolOutput::text(format!("no match for {arguments}")))
     }
 }

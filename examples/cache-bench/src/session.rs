@@ -109,6 +109,31 @@ impl Session {
     }
 }
 
+impl Session {
+    /// The first call of a new session with the same prefix on `model` (another task, a
+    /// fresh history): its input and cached tokens, the simulator having served the
+    /// 40-call session before.
+    pub(crate) async fn probe<M: ModelAdapter + 'static>(
+        &self,
+        model: M,
+    ) -> anyhow::Result<(u64, u64)> {
+        let mut builder = HaloAgent::builder(model)
+            .system(self.system.clone())
+            .session_id("bench-cache-session");
+        for kind in [Kind::Bash, Kind::Edit, Kind::Grep, Kind::Read] {
+            builder = builder.tool(FakeTool {
+                kind,
+                workspace: self.workspace.clone(),
+            })?;
+        }
+        let out = builder
+            .build()
+            .generate_text("What does README.md say?")
+            .await?;
+        Ok((out.stats.input_tokens, out.stats.cache_read_tokens))
+    }
+}
+
 /// How a session is run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Variant {

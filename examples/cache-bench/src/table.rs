@@ -10,9 +10,9 @@ use crate::session::{STEPS, Session};
 
 /// Price of a cached input token relative to an uncached one.
 pub(crate) const CACHED_PRICE: f64 = 0.10;
-/// Anthropic: price of a token written to the cache (5-minute TTL) relative to an uncached
-/// one; the written tokens are part of the request's input.
-pub(crate) const ANTHROPIC_WRITE_PRICE: f64 = 1.25;
+/// Anthropic (5-minute TTL) and OpenAI GPT-5.6+: price of a token written to the cache
+/// relative to an uncached one; the written tokens are part of the request's input.
+pub(crate) const WRITE_PRICE: f64 = 1.25;
 /// Gemini: price of a token of a created `cachedContents` object (billed like input, in a
 /// separate call: the request then reads it as cached). Storage per token-hour is left out.
 pub(crate) const GEMINI_WRITE_PRICE: f64 = 1.0;
@@ -32,6 +32,8 @@ pub(crate) struct Figures {
     pub(crate) expected_misses: usize,
     /// How often the prefix's fingerprint changed during the run.
     pub(crate) prefix_changes: u64,
+    /// A new session's first call after the run, same prefix: its input and cached tokens.
+    pub(crate) next_session: Option<(u64, u64)>,
 }
 
 /// One provider's three runs.
@@ -59,6 +61,7 @@ impl Figures {
             busts: stats.cache_busts,
             expected_misses,
             prefix_changes: stats.prefix_fingerprint_changes,
+            next_session: None,
         }
     }
 
@@ -68,10 +71,11 @@ impl Figures {
         let cached = self.cached as f64 * CACHED_PRICE;
         let written = self.written as f64;
         match self.provider {
-            // Anthropic's normalized input holds the writes: take them out of the full-price part.
-            Provider::Anthropic => {
+            // The normalized input holds the writes (Anthropic, OpenAI GPT-5.6+): take them
+            // out of the full-price part.
+            p if p.bills_writes() => {
                 let uncached = self.input.saturating_sub(self.cached + self.written);
-                uncached as f64 + cached + written * ANTHROPIC_WRITE_PRICE
+                uncached as f64 + cached + written * WRITE_PRICE
             }
             // Gemini's writes are a separate create call; the request reads them as cached.
             Provider::Gemini => {
@@ -79,9 +83,7 @@ impl Figures {
                     + cached
                     + written * GEMINI_WRITE_PRICE
             }
-            Provider::OpenAi | Provider::DeepSeek => {
-                (self.input - self.cached.min(self.input)) as f64 + cached
-            }
+            _ => (self.input - self.cached.min(self.input)) as f64 + cached,
         }
     }
 
@@ -118,12 +120,12 @@ pub(crate) fn table(session: &Session, rows: &[Row]) -> String {
     }
     let _ = writeln!(
         out,
-        "{:<9} | {:^46} | {:^39} |",
+        "{:<22} | {:^46} | {:^39} |",
         "", "halo: stable prefix", "baseline: date-time in system prompt"
     );
     let _ = writeln!(
         out,
-        "{:<9} | {:>9} {:>9} {:>6} {:>6} {:>6} {:>5} | {:>9} {:>9} {:>6} {:>6} {:>5} | {:>6}",
+        "{:<22} | {:>9} {:>9} {:>6} {:>6} {:>6} {:>5} | {:>9} {:>9} {:>6} {:>6} {:>5} | {:>6}",
         "provider",
         "input",
         "cached",
@@ -138,7 +140,7 @@ pub(crate) fn table(session: &Session, rows: &[Row]) -> String {
         "busts",
         "cost x"
     );
-    let _ = writeln!(out, "{}", "-".repeat(109));
+    let _ = writeln!(out, "{}", "-".repeat(122));
     let mut notes = Vec::new();
     for row in rows {
         let (provider, halo, base) = (&row.provider, &row.halo, &row.baseline);
@@ -152,7 +154,7 @@ pub(crate) fn table(session: &Session, rows: &[Row]) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<9} | {:>9} {:>9} {:>6} {:>6} {:>6} {:>5} | {:>9} {:>9} {:>6} {:>6} {:>5} | {:>6}",
+            "{:<22} | {:>9} {:>9} {:>6} {:>6} {:>6} {:>5} | {:>9} {:>9} {:>6} {:>6} {:>5} | {:>6}",
             provider.name(),
             group(halo.input),
             group(halo.cached),
@@ -173,7 +175,7 @@ pub(crate) fn table(session: &Session, rows: &[Row]) -> String {
                     "cachedContents created, a separate call at {:.0}%",
                     GEMINI_WRITE_PRICE * 100.0
                 ),
-                _ => format!("part of input, at {:.0}%", ANTHROPIC_WRITE_PRICE * 100.0),
+                _ => format!("part of input, at {:.0}%", WRITE_PRICE * 100.0),
             };
             notes.push(format!(
                 "{}: tokens written to the cache ({how}): halo {}, baseline {}",
@@ -207,6 +209,45 @@ cost x: the baseline's input cost over halo's, cached tokens at {:.0}% of the un
         CACHED_PRICE * 100.0,
     );
     out.push_str(&mcp_table(rows));
+    out.push_str(&write_table(rows));
+    out
+}
+
+/// OpenAI's caching side by side: the input cost of Halo's run (writes billed where the
+/// model bills them), and a new session's first call with the same prefix.
+fn write_table(rows: &[Row]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nopenai caching: halo's run as input cost in uncached-token units (cached at {:.0}%, written at {:.0}% on GPT-5.6+,\n\
+which caches at breakpoints: implicit = OpenAI's own breakpoint on the newest message, nothing sent; explicit =\n\
+prompt_cache_options explicit and Halo's breakpoints on the prefix and the newest block), and the first call of a new\n\
+session with the same prefix after it\n",
+        CACHED_PRICE * 100.0,
+        WRITE_PRICE * 100.0
+    );
+    let _ = writeln!(
+        out,
+        "{:<22} | {:>9} {:>9} {:>9} {:>11} | {:>18}",
+        "provider", "input", "cached", "written", "input cost", "new session cached"
+    );
+    let _ = writeln!(out, "{}", "-".repeat(88));
+    for row in rows {
+        let h = &row.halo;
+        let Some((input, cached)) = h.next_session else {
+            continue;
+        };
+        let _ = writeln!(
+            out,
+            "{:<22} | {:>9} {:>9} {:>9} {:>11} | {:>18}",
+            row.provider.name(),
+            group(h.input),
+            group(h.cached),
+            group(h.written),
+            group(h.cost().round() as u64),
+            format!("{} of {}", group(cached), group(input)),
+        );
+    }
     out
 }
 
@@ -222,7 +263,7 @@ swaps the tools in at the next step boundary\n"
     );
     let _ = writeln!(
         out,
-        "{:<9} | {:>9} {:>9} {:>6} {:>6} | {:>14} {:>15} {:>5} | {:>9} {:>6}",
+        "{:<22} | {:>9} {:>9} {:>6} {:>6} | {:>14} {:>15} {:>5} | {:>9} {:>6}",
         "provider",
         "input",
         "cached",
@@ -234,7 +275,7 @@ swaps the tools in at the next step boundary\n"
         "halo hit",
         "delta"
     );
-    let _ = writeln!(out, "{}", "-".repeat(100));
+    let _ = writeln!(out, "{}", "-".repeat(113));
     for row in rows {
         let m = &row.mcp;
         let of_max = match m.max {
@@ -243,7 +284,7 @@ swaps the tools in at the next step boundary\n"
         };
         let _ = writeln!(
             out,
-            "{:<9} | {:>9} {:>9} {:>6} {:>6} | {:>14} {:>15} {:>5} | {:>9} {:>6}",
+            "{:<22} | {:>9} {:>9} {:>6} {:>6} | {:>14} {:>15} {:>5} | {:>9} {:>6}",
             row.provider.name(),
             group(m.input),
             group(m.cached),

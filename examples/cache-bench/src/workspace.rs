@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use halo_core::{DynTool, ToolError, ToolOutput, ToolSpec};
+use halo_core::{DynTool, ToolContext, ToolError, ToolOutput, ToolSpec};
 use serde_json::{Value, json};
 
 use crate::session::MAX_OUTPUT_BYTES;
@@ -40,7 +40,11 @@ impl DynTool for FakeTool {
         }
     }
 
-    async fn call_json(&self, arguments: Value) -> Result<ToolOutput, ToolError> {
+    async fn call_json(
+        &self,
+        arguments: Value,
+        _cx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         let ws = &self.workspace;
         let out = match self.kind {
             Kind::Read => ws.read(&arguments),

@@ -1,15 +1,14 @@
-//! The coder's agent tools with a hosted model (issue 14 §8): `plan` (3 to 5 steps run in
-//! the session's own context, halo-strategies' [`Plan`]) and `subagent` (a fresh agent per
-//! role with the session's tools, [`Subagent`]). The small embedded model does not get
-//! them: it keeps its read-only tool set.
+//! The coder's agent tools with a hosted model: `plan` (3 to 5 steps run in the session's
+//! own context, halo-strategies' [`Plan`]) and `subagent` (a fresh agent per role with the
+//! session's tools, [`Subagent`]). The small embedded model does not get them: it keeps its
+//! read-only tool set.
 //!
 //! Both run their inner tool calls through the session's hooks, so the permission policy
 //! judges each `write` or `bash` a plan step or a sub-agent makes; the calls of `plan` and
-//! `subagent` themselves only start work and are classified as reads ([`classify`]), so
-//! they never wait at the approval prompt.
+//! `subagent` themselves only start work, and their annotations say they run the agent, so
+//! the policy classes them as reads: they never wait at the approval prompt.
 
 use halo_core::{HaloAgentBuilder, HaloError};
-use halo_sandbox::policy::{AccessClass, PermissionPolicy};
 use halo_strategies::plan::PLAN_TOOL;
 use halo_strategies::subagent::SUBAGENT_TOOL;
 use halo_strategies::{Plan, Subagent};
@@ -22,15 +21,7 @@ pub const AGENT_TOOLS: &[&str] = &[PLAN_TOOL, SUBAGENT_TOOL];
 /// # Errors
 /// [`HaloError::Prefix`] when a tool of the same name is there already.
 pub fn agent_tools(builder: HaloAgentBuilder) -> Result<HaloAgentBuilder, HaloError> {
-    builder.agent_tool(Plan::new())?.agent_tool(Subagent::new())
-}
-
-/// The permission policy with `plan` and `subagent` classified as reads: the calls they
-/// make inside are judged one by one.
-pub fn classify(policy: PermissionPolicy) -> PermissionPolicy {
-    AGENT_TOOLS
-        .iter()
-        .fold(policy, |p, name| p.classify(*name, AccessClass::Read))
+    builder.tool(Plan::new())?.tool(Subagent::new())
 }
 
 #[cfg(test)]
@@ -38,7 +29,7 @@ mod tests {
     use halo_core::testing::ScriptedModel;
     use halo_core::{HaloAgent, Message};
     use halo_sandbox::VirtualSandbox;
-    use halo_sandbox::policy::PermissionPreset;
+    use halo_sandbox::policy::{PermissionPolicy, PermissionPreset};
     use serde_json::json;
 
     use super::*;
@@ -56,7 +47,7 @@ mod tests {
             .tool_call("read", json!({"path": "notes.md"}))
             .text("the notes say hello")
             .text("They say hello.");
-        let policy = classify(PermissionPolicy::new(PermissionPreset::WorkspaceWrite));
+        let policy = PermissionPolicy::new(PermissionPreset::WorkspaceWrite);
         let builder = HaloAgent::builder(model.clone())
             .system(crate::SYSTEM)
             .tools(sandbox.tools())

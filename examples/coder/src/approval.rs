@@ -9,6 +9,8 @@ use std::io::{BufRead as _, IsTerminal as _};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+
+use crate::terminal;
 use halo_core::ToolHook;
 use halo_sandbox::policy::{
     ApprovalAnswer, ApprovalRequest, Approver, CommandDenylist, OutputTruncation, PermissionPolicy,
@@ -61,18 +63,19 @@ pub async fn confirm(question: String, to_stderr: bool) -> ApprovalAnswer {
     .unwrap_or(ApprovalAnswer::Abort)
 }
 
-/// Prints `question` to `out` and reads answers from stdin until one is understood.
+/// Prints `question` to `out`, escaped ([`crate::terminal`]: a command or a server name
+/// cannot redraw the question), and reads answers from stdin until one is understood.
 fn ask(question: &str, out: &mut dyn std::io::Write) -> ApprovalAnswer {
     let stdin = std::io::stdin();
-    let _ = write!(out, "{question}");
+    terminal::write_to(out, question);
     loop {
-        let _ = write!(out, "  [Y]es / [N]o / [Q]uit: ");
+        terminal::write_to(out, "  [Y]es / [N]o / [Q]uit: ");
         let _ = out.flush();
         let mut line = String::new();
         match stdin.lock().read_line(&mut line) {
             // End of input or a read error: nobody can answer any more.
             Ok(0) | Err(_) => {
-                let _ = writeln!(out, "(no answer: quitting)");
+                terminal::write_to(out, "(no answer: quitting)\n");
                 return ApprovalAnswer::Abort;
             }
             Ok(_) => {}
@@ -82,7 +85,7 @@ fn ask(question: &str, out: &mut dyn std::io::Write) -> ApprovalAnswer {
             "n" | "no" => return ApprovalAnswer::Skip,
             "q" | "quit" => return ApprovalAnswer::Abort,
             _ => {
-                let _ = writeln!(out, "  please answer y, n or q");
+                terminal::write_to(out, "  please answer y, n or q\n");
             }
         }
     }
@@ -132,7 +135,6 @@ pub fn session_hooks(permissions: Permissions) -> (Vec<Arc<dyn ToolHook>>, &'sta
             "workspace-write: edits run; stdin is not a terminal, so commands are denied (pass --yes to run them)",
         )
     };
-    let policy = crate::agents::classify(policy);
     let hooks: Vec<Arc<dyn ToolHook>> = vec![
         Arc::new(CommandDenylist::new()),
         Arc::new(policy),

@@ -5,8 +5,10 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use std::time::Duration;
+
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use halo_sandbox::SandboxMode;
+use halo_sandbox::{ExecLimits, Limit, SandboxMode};
 
 use crate::approval::Permissions;
 
@@ -23,7 +25,7 @@ use crate::approval::Permissions;
     args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
-    /// Instead of a task: `mcp-serve`.
+    /// Instead of a task: `mcp-serve`, or `profile`.
     #[command(subcommand)]
     pub command: Option<Command>,
     /// What the agent should do, in quotes. With --session FILE holding a conversation, the
@@ -57,17 +59,21 @@ pub struct Cli {
     /// How commands are confined: in an OS sandbox (bubblewrap) that lets them write only in
     /// DIR, not its .git (workspace-write), or nowhere (read-only); or unconfined, with no OS
     /// sandbox (full-access). --read-only always means read-only.
-    #[arg(long, value_enum, value_name = "MODE", default_value_t = Sandbox::WorkspaceWrite)]
-    pub sandbox: Sandbox,
+    /// Default: the profile's `sandbox`, else workspace-write.
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub sandbox: Option<Sandbox>,
     /// Let commands in the OS sandbox use the network (off by default: each command gets a
     /// network namespace of its own, with only its own loopback).
     #[arg(long)]
     pub network: bool,
-    /// Journal the conversation into FILE (JSON Lines, every committed step synced to disk).
-    /// If FILE already holds a conversation, it is restored first and TASK is its next turn.
-    #[arg(long, value_name = "FILE")]
-    pub session: Option<PathBuf>,
-    /// Continue the interrupted run of --session FILE (killed, stopped by --max-steps, or
+    /// Journal the conversation into FILE (JSON Lines, every committed step synced to disk),
+    /// or into a shared store: postgres://USER@HOST:PORT/DB or redis://HOST:PORT, with
+    /// ?session=NAME to name the session (default: `default`). If it already holds a
+    /// conversation, it is restored first and TASK is its next turn. One coder at a time:
+    /// a second one on the same session is refused.
+    #[arg(long, value_name = "FILE|URL")]
+    pub session: Option<String>,
+    /// Continue the interrupted run of --session (killed, stopped by --max-steps, or
     /// failed on a provider error) from its last committed step, instead of giving a TASK.
     #[arg(long, requires = "session")]
     pub resume: bool,
@@ -80,6 +86,83 @@ pub struct Cli {
     /// server name.
     #[arg(long = "mcp-config", value_name = "FILE")]
     pub mcp_config: Vec<PathBuf>,
+    /// The profile to use (provider, model, base URL, context window, sandbox mode) from the
+    /// user's config file ($HALO_CONFIG, else ~/.config/halo/config.toml); default: the
+    /// session's own (with --session), else DIR/.agent/config.toml's `profile`, else the
+    /// file's active one. DIR/.agent/config.toml's own keys override the profile's, and
+    /// flags override both.
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// What each command may use.
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+/// What each command in the OS sandbox may use (`none`: no limit). A command over a limit
+/// fails, and its result names the limit and the flag. Not applied with --sandbox
+/// full-access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Args)]
+pub struct LimitArgs {
+    /// Memory a command's processes may hold together, and one process may allocate
+    /// (4G, 512M, ...; binary units).
+    #[arg(long, value_name = "SIZE", default_value = "4G", value_parser = size)]
+    pub max_memory: Cap,
+    /// Processes and threads a command may run at once.
+    #[arg(long, value_name = "N", default_value = "1024", value_parser = count)]
+    pub max_processes: Cap,
+    /// The largest file a command may write.
+    #[arg(long, value_name = "SIZE", default_value = "4G", value_parser = size)]
+    pub max_file_size: Cap,
+    /// CPU seconds each process of a command may use.
+    #[arg(long, value_name = "SECS", default_value = "600", value_parser = count)]
+    pub max_cpu: Cap,
+    /// The size of a command's private /tmp (and of /dev/shm and /run), which live in memory.
+    #[arg(long, value_name = "SIZE", default_value = "1G", value_parser = size)]
+    pub max_tmp: Cap,
+}
+
+/// A limit's value: `None` for `none`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cap(pub Option<u64>);
+
+impl LimitArgs {
+    /// The limits for the sandbox, each naming its flag in a result.
+    pub fn exec_limits(&self) -> ExecLimits {
+        let mut limits = ExecLimits::none();
+        limits.memory = self.max_memory.0;
+        limits.processes = self.max_processes.0;
+        limits.file_size = self.max_file_size.0;
+        limits.cpu_time = self.max_cpu.0.map(Duration::from_secs);
+        limits.tmp_size = self.max_tmp.0;
+        limits
+            .with_hint(Limit::Memory, "--max-memory")
+            .with_hint(Limit::Processes, "--max-processes")
+            .with_hint(Limit::FileSize, "--max-file-size")
+            .with_hint(Limit::CpuTime, "--max-cpu")
+            .with_hint(Limit::TmpSize, "--max-tmp")
+    }
+}
+
+fn size(s: &str) -> Result<Cap, String> {
+    if s == "none" {
+        return Ok(Cap(None));
+    }
+    match parse_size::Config::new().with_binary().parse_size(s) {
+        Ok(0) => Err("a limit of 0 lets nothing run; give a size such as 512M, or `none`".into()),
+        Ok(n) => Ok(Cap(Some(n))),
+        Err(e) => Err(format!(
+            "`{s}` is not a size ({e}); give one such as 4G or 512M, or `none`"
+        )),
+    }
+}
+
+fn count(s: &str) -> Result<Cap, String> {
+    match s.parse::<u64>() {
+        _ if s == "none" => Ok(Cap(None)),
+        Ok(0) => Err("a limit of 0 lets nothing run; give a number, or `none`".into()),
+        Ok(n) => Ok(Cap(Some(n))),
+        Err(_) => Err(format!("`{s}` is not a number; give one, or `none`")),
+    }
 }
 
 /// The subcommands.
@@ -91,6 +174,43 @@ pub enum Command {
     /// denylist, the permission policy and output truncation. Without --yes, commands
     /// (bash) are denied: no one can approve them over MCP.
     McpServe(ServeArgs),
+    /// The named profiles of the user's config file ($HALO_CONFIG, else
+    /// ~/.config/halo/config.toml): list them, pick the active one, set a key. The file keeps
+    /// its comments and order.
+    Profile(ProfileArgs),
+}
+
+/// `coder profile`'s action.
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct ProfileArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: ProfileAction,
+}
+
+/// `coder profile list | use NAME | set KEY VALUE`.
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
+pub enum ProfileAction {
+    /// The profiles, the active one marked `*`, with their settings.
+    List,
+    /// Make NAME the active profile.
+    Use {
+        /// The profile.
+        name: String,
+    },
+    /// Set KEY (provider, model, base_url, context_window, sandbox) of a profile to VALUE;
+    /// the profile is made when missing.
+    Set {
+        /// provider | model | base_url | context_window | sandbox.
+        key: String,
+        /// The value: for provider anthropic, gemini, deepseek, openai or local; for
+        /// sandbox read-only, workspace-write or full-access; for context_window a number of
+        /// tokens.
+        value: String,
+        /// The profile to change (default: the active one, else `default`).
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
+    },
 }
 
 /// `coder mcp-serve`'s flags.
@@ -108,14 +228,36 @@ pub struct ServeArgs {
     pub yes: bool,
     /// Serve streamable HTTP at http://ADDR/mcp instead of stdio; ADDR is a loopback
     /// address and port, e.g. 127.0.0.1:8765 (the server accepts only loopback Host
-    /// headers and authenticates no one).
+    /// headers). Every request must carry `Authorization: Bearer <token>`: the token of
+    /// --token-file, else of HALO_MCP_TOKEN, else a new random one written to a file only
+    /// you can read ($XDG_RUNTIME_DIR/halo-coder-mcp/, else a private folder in the temp
+    /// dir), whose path is printed at start and which is removed on Ctrl-C.
     #[arg(long, value_name = "ADDR")]
     pub http: Option<SocketAddr>,
+    /// With --http: the bearer token is the first line of FILE (at least 16 characters:
+    /// letters, digits, - . _ ~ + /).
+    #[arg(long, value_name = "FILE", requires = "http")]
+    pub token_file: Option<PathBuf>,
+    /// With --http: also print the token on stderr at start.
+    #[arg(long, requires = "http")]
+    pub print_token: bool,
+    /// With --http: the most sessions at once; an MCP client beyond them is refused (HTTP
+    /// 503 with a JSON-RPC error) until one is closed or expires.
+    #[arg(long, value_name = "N", default_value_t = halo_mcp::server::DEFAULT_MAX_SESSIONS, value_parser = at_least_one_session, requires = "http")]
+    pub max_sessions: usize,
+    /// With --http: a session with no call running and no message for SECONDS is closed
+    /// (its client must start a new one); closing a session, or a client disconnecting
+    /// mid-call, stops its running commands.
+    #[arg(long, value_name = "SECONDS", default_value_t = halo_mcp::server::DEFAULT_IDLE_TIMEOUT.as_secs(), value_parser = seconds, requires = "http")]
+    pub idle_timeout: u64,
     /// Bridge mode: also serve the tools of the MCP servers in FILE (`mcpServers` JSON, as
     /// `coder --mcp-config`), named `mcp__<server>__<tool>`, through the same hooks (they
     /// count as commands: denied without --yes and with --read-only). Repeatable.
     #[arg(long, value_name = "FILE")]
     pub mcp_config: Vec<PathBuf>,
+    /// What each command may use.
+    #[command(flatten)]
+    pub limits: LimitArgs,
 }
 
 /// `--sandbox MODE`.
@@ -132,7 +274,10 @@ pub enum Sandbox {
 impl Cli {
     /// How commands are confined: `--read-only` makes it read-only whatever `--sandbox` says.
     pub fn sandbox_mode(&self) -> SandboxMode {
-        match (self.read_only, self.sandbox) {
+        match (
+            self.read_only,
+            self.sandbox.unwrap_or(Sandbox::WorkspaceWrite),
+        ) {
             (true, _) | (false, Sandbox::ReadOnly) => SandboxMode::ReadOnly,
             (false, Sandbox::WorkspaceWrite) => SandboxMode::WorkspaceWrite,
             (false, Sandbox::FullAccess) => SandboxMode::FullAccess,
@@ -152,6 +297,8 @@ impl Cli {
 fn non_empty(s: &str) -> Result<String, String> {
     if s.trim().is_empty() {
         Err("the task is empty; say what the agent should do, in quotes".into())
+    } else if s == "profile" {
+        Err("`profile` is a subcommand: give it first (coder profile list | use NAME | set KEY VALUE)".into())
     } else if s == "mcp-serve" {
         // `coder --max-steps 3 mcp-serve`: the subcommand came after a task's flag.
         Err("`mcp-serve` is a subcommand: give it first, with only its own flags (coder mcp-serve --dir DIR [--read-only] [--yes] [--http ADDR])".into())
@@ -170,6 +317,22 @@ fn window_tokens(s: &str) -> Result<u64, String> {
         )),
         Ok(n) => Ok(n),
         Err(_) => Err(format!("`{s}` is not a number of tokens")),
+    }
+}
+
+fn at_least_one_session(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("the server needs room for at least 1 session".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{s}` is not a number of sessions")),
+    }
+}
+
+fn seconds(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err("an idle timeout of 0 s would close every session at once".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("`{s}` is not a number of seconds")),
     }
 }
 
@@ -235,12 +398,14 @@ mod tests {
                 context_window: Some(16_000),
                 read_only: true,
                 yes: true,
-                sandbox: Sandbox::FullAccess,
+                sandbox: Some(Sandbox::FullAccess),
                 network: true,
-                session: Some(PathBuf::from("s.jsonl")),
+                session: Some("s.jsonl".into()),
                 resume: false,
                 json: true,
                 mcp_config: vec![PathBuf::from("a.json"), PathBuf::from("b.json")],
+                profile: None,
+                limits: parse(&["t"]).unwrap().limits,
             }
         );
         assert_eq!(
@@ -272,7 +437,12 @@ mod tests {
                 read_only: true,
                 yes: true,
                 http: None,
+                token_file: None,
+                print_token: false,
+                max_sessions: 32,
+                idle_timeout: 1800,
                 mcp_config: vec![],
+                limits: parse(&["t"]).unwrap().limits,
             }))
         );
         let cli = parse(&[
@@ -296,6 +466,55 @@ mod tests {
         };
         assert_eq!(args.http, Some("127.0.0.1:8765".parse().unwrap()));
         assert_eq!(args.dir, PathBuf::from("."));
+        let cli = parse(&[
+            "mcp-serve",
+            "--http",
+            "127.0.0.1:0",
+            "--token-file",
+            "t.txt",
+            "--print-token",
+            "--max-sessions",
+            "4",
+            "--idle-timeout",
+            "60",
+        ])
+        .unwrap();
+        let Some(Command::McpServe(args)) = cli.command else {
+            panic!("mcp-serve")
+        };
+        assert_eq!(
+            (
+                args.token_file,
+                args.print_token,
+                args.max_sessions,
+                args.idle_timeout
+            ),
+            (Some(PathBuf::from("t.txt")), true, 4, 60)
+        );
+        for http_only in [
+            &["mcp-serve", "--token-file", "t.txt"][..],
+            &["mcp-serve", "--max-sessions", "4"],
+            &["mcp-serve", "--idle-timeout", "60"],
+        ] {
+            assert_eq!(
+                kind(http_only),
+                ErrorKind::MissingRequiredArgument,
+                "{http_only:?}"
+            );
+        }
+        for bad in [
+            &["mcp-serve", "--http", "127.0.0.1:0", "--max-sessions", "0"][..],
+            &["mcp-serve", "--http", "127.0.0.1:0", "--idle-timeout", "0"],
+            &[
+                "mcp-serve",
+                "--http",
+                "127.0.0.1:0",
+                "--idle-timeout",
+                "30m",
+            ],
+        ] {
+            assert_eq!(kind(bad), ErrorKind::ValueValidation, "{bad:?}");
+        }
         assert_eq!(
             kind(&["mcp-serve", "--http", "localhost"]),
             ErrorKind::ValueValidation
@@ -310,6 +529,68 @@ mod tests {
             (cli.command, cli.task.as_deref()),
             (None, Some("serve the mcp-serve docs"))
         );
+    }
+
+    #[test]
+    fn limit_flags_default_to_the_sandboxs_defaults_and_parse_sizes() {
+        let defaults = parse(&["t"]).unwrap().limits.exec_limits();
+        let library = ExecLimits::default();
+        assert_eq!(
+            (
+                defaults.memory,
+                defaults.processes,
+                defaults.file_size,
+                defaults.cpu_time,
+                defaults.tmp_size
+            ),
+            (
+                library.memory,
+                library.processes,
+                library.file_size,
+                library.cpu_time,
+                library.tmp_size
+            )
+        );
+        assert_eq!(
+            defaults.describe(Limit::Memory),
+            "memory limit 4 GiB reached (--max-memory)"
+        );
+        let cli = parse(&[
+            "t",
+            "--max-memory",
+            "512M",
+            "--max-processes",
+            "none",
+            "--max-file-size",
+            "1GiB",
+            "--max-cpu",
+            "30",
+            "--max-tmp",
+            "64m",
+        ])
+        .unwrap();
+        let limits = cli.limits.exec_limits();
+        assert_eq!(limits.memory, Some(512 << 20));
+        assert_eq!(limits.processes, None);
+        assert_eq!(limits.file_size, Some(1 << 30));
+        assert_eq!(limits.cpu_time, Some(Duration::from_secs(30)));
+        assert_eq!(limits.tmp_size, Some(64 << 20));
+        let serve = parse(&["mcp-serve", "--max-memory", "1G"]).unwrap();
+        let Some(Command::McpServe(args)) = serve.command else {
+            panic!("mcp-serve")
+        };
+        assert_eq!(args.limits.exec_limits().memory, Some(1 << 30));
+        for bad in [
+            ["--max-memory", "0"],
+            ["--max-memory", "lots"],
+            ["--max-cpu", "1.5"],
+        ] {
+            assert_eq!(
+                kind(&["t", bad[0], bad[1]]),
+                ErrorKind::ValueValidation,
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

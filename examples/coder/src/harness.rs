@@ -1,6 +1,7 @@
-//! The harness around a hosted model (issue 14 §8): the rules files, the memory snapshot and
-//! the skill catalog of `--dir` in the prompt's semi-static zone, the skill tools, and a
-//! memory entry after each task. The small embedded model gets none of this.
+//! The harness around a hosted model: the rules files, the memory snapshot, the experience
+//! cards and the skill catalog of `--dir` in the prompt's semi-static zone, the skill tools
+//! and `record_experience`, and a memory entry after each task. The small embedded model gets
+//! none of this.
 
 use std::sync::Arc;
 
@@ -8,8 +9,8 @@ use halo_core::sandbox::SandboxPath;
 use halo_core::zones::PromptZones;
 use halo_core::{Clock, DynTool, HaloAgent, Message, SharedSandbox, SystemClock, ToolHook};
 use halo_sandbox::harness::{
-    Memory, MemoryConfig, SkillDiscovery, SkillRunOptions, catalog, catalog_budget, load_rules,
-    skill_tools,
+    Experience, ExperienceConfig, ExperienceTool, Memory, MemoryConfig, SkillDiscovery,
+    SkillRunOptions, catalog, catalog_budget, load_rules, skill_tools,
 };
 use halo_sandbox::policy::CommandDenylist;
 
@@ -17,7 +18,8 @@ use halo_sandbox::policy::CommandDenylist;
 pub struct Harness {
     /// The system text's zones: `SYSTEM`, then rules, memory and the skill catalog.
     pub zones: PromptZones,
-    /// `load_skill`, `read_skill_file`, `skill_run` (none without skills).
+    /// `load_skill`, `read_skill_file`, `skill_run` (none without skills), and
+    /// `record_experience`.
     pub tools: Vec<Arc<dyn DynTool>>,
     /// The startup lines: what was loaded, and every warning and skipped file.
     pub lines: Vec<String>,
@@ -46,6 +48,17 @@ pub async fn load(sandbox: SharedSandbox, system: &str, context_window: u64) -> 
     });
     lines.extend(snapshot.diagnostic.iter().map(ToString::to_string));
 
+    let experience = Experience::new(Arc::clone(&sandbox), ExperienceConfig::default());
+    let lessons = experience.snapshot().await;
+    let path = &experience.config().path;
+    lines.push(match (lessons.cards, lessons.left_out) {
+        (0, 0) => format!("experience: none yet ({path})"),
+        (1, 0) => format!("experience: 1 card from {path}"),
+        (n, 0) => format!("experience: {n} cards from {path}"),
+        (n, out) => format!("experience: the newest {n} cards from {path} ({out} older left out)"),
+    });
+    lines.extend(lessons.diagnostic.iter().map(ToString::to_string));
+
     let set = SkillDiscovery::new().discover(sandbox.as_ref()).await;
     let catalog = catalog(&set, catalog_budget(context_window));
     lines.push(match set.skills.len() {
@@ -68,11 +81,18 @@ pub async fn load(sandbox: SharedSandbox, system: &str, context_window: u64) -> 
     if let Some(section) = snapshot.section {
         zones = zones.section(section);
     }
+    if let Some(section) = lessons.section {
+        zones = zones.section(section);
+    }
     if let Some(note) = catalog.note() {
         zones = zones.section(note);
     }
     let zones = zones.skills(catalog.skills);
-    let tools = skill_tools(sandbox, Arc::new(set), SkillRunOptions::default());
+    let mut tools = skill_tools(sandbox, Arc::new(set), SkillRunOptions::default());
+    tools.push(Arc::new(ExperienceTool::new(
+        experience,
+        Arc::new(SystemClock),
+    )));
     Harness {
         zones,
         tools,

@@ -14,8 +14,14 @@
 
 pub mod agents;
 pub mod approval;
+pub mod approvals;
+pub mod terminal;
 
+use std::path::Path;
 use std::sync::Arc;
+
+use anyhow::Context as _;
+use halo_sandbox::ContainerSandbox;
 
 use halo_adapters::tokens::O200kEstimator;
 use halo_core::{
@@ -28,6 +34,60 @@ use halo_strategies::{BasicRepair, LoopSuppression, TieredStrategy};
 pub const SYSTEM: &str = "You are a coding agent working in a project folder. \
 Use the tools to look at files before you answer; paths are relative to the project folder. \
 When you know the answer, reply briefly in plain text.";
+
+/// The sandbox on `dir`: the default protection (`.git` at any depth, `.mcp.json`,
+/// `.agent/mcp.json`: `halo_sandbox::PROTECTED_NAMES` and `PROTECTED_PATHS`) and every one of
+/// `files` that lies inside `dir` (the session journal, `--mcp-config` files, the MCP
+/// approvals folder), which a later run reads: a command must not write them.
+///
+/// # Errors
+/// `dir` is no folder that can be opened.
+pub fn sandbox(dir: &Path, files: &[&Path]) -> anyhow::Result<ContainerSandbox> {
+    let sandbox = ContainerSandbox::new(dir)
+        .with_context(|| format!("cannot use {} as the sandbox root", dir.display()))?
+        .with_default_protection();
+    let root = sandbox.root().to_path_buf();
+    let inside: Vec<String> = files.iter().flat_map(|f| inside(&root, f)).collect();
+    Ok(sandbox.with_protected_paths(inside)?)
+}
+
+/// Where `file` (which may not exist yet) lies in `root` (canonical), relative to it: as
+/// its folder resolves and, for a link, as the link resolves. Empty when it lies outside.
+pub fn inside(root: &Path, file: &Path) -> Vec<String> {
+    let Ok(abs) = std::path::absolute(file) else {
+        return Vec::new();
+    };
+    let (Some(parent), Some(name)) = (abs.parent(), abs.file_name()) else {
+        return Vec::new();
+    };
+    // The deepest folder above the file that exists, resolved, then the rest as given.
+    let mut base = parent.to_path_buf();
+    let mut rest = vec![name.to_owned()];
+    let resolved = loop {
+        if let Ok(real) = base.canonicalize() {
+            break real;
+        }
+        match (base.file_name(), base.parent()) {
+            (Some(n), Some(p)) => {
+                rest.push(n.to_owned());
+                base = p.to_path_buf();
+            }
+            _ => return Vec::new(),
+        }
+    };
+    let mut forms = vec![rest.iter().rev().fold(resolved, |p, n| p.join(n))];
+    if let Ok(real) = abs.canonicalize() {
+        forms.push(real);
+    }
+    let mut out: Vec<String> = forms
+        .iter()
+        .filter_map(|p| p.strip_prefix(root).ok())
+        .filter(|rel| !rel.as_os_str().is_empty())
+        .filter_map(|rel| rel.to_str().map(str::to_string))
+        .collect();
+    out.dedup();
+    out
+}
 
 /// The tools the small embedded model gets: it must not overwrite files it misreads.
 pub const EMBEDDED_TOOLS: &[&str] = &["glob", "grep", "ls", "read"];
@@ -147,10 +207,49 @@ pub fn window_source(flag: Option<u64>, model: &dyn ModelAdapter) -> &'static st
 mod tests {
     use halo_core::testing::ScriptedModel;
     use halo_core::{DEFAULT_CONTEXT_WINDOW, HaloAgent, ToolSpec, async_trait};
-    use halo_core::{ToolError, ToolOutput};
+    use halo_core::{ToolContext, ToolError, ToolOutput};
     use serde_json::{Value, json};
 
     use super::*;
+
+    // A later run's file inside DIR is protected however it is named: missing folders, a
+    // link into DIR, `..`; one outside DIR is not.
+    #[test]
+    fn files_inside_the_folder_are_found_however_they_are_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = tmp.path().canonicalize().unwrap();
+        let root = base.join("project");
+        std::fs::create_dir_all(root.join("sessions")).unwrap();
+        std::fs::create_dir_all(base.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink("sessions/real.jsonl", root.join("link.jsonl")).unwrap();
+        std::fs::write(root.join("sessions/real.jsonl"), "").unwrap();
+        assert_eq!(
+            inside(&root, &root.join("sessions/s.jsonl")),
+            ["sessions/s.jsonl"]
+        );
+        assert_eq!(
+            inside(&root, &root.join("new/deep/s.jsonl")),
+            ["new/deep/s.jsonl"]
+        );
+        assert_eq!(
+            inside(&root, &root.join("link.jsonl")),
+            ["link.jsonl", "sessions/real.jsonl"]
+        );
+        assert_eq!(
+            inside(&root, &base.join("elsewhere/../project/s.jsonl")),
+            ["s.jsonl"]
+        );
+        assert!(inside(&root, &base.join("elsewhere/s.jsonl")).is_empty());
+        assert!(inside(&root, &root).is_empty());
+        let sandbox = sandbox(&root, &[&root.join("sessions/s.jsonl")]).unwrap();
+        assert_eq!(sandbox.protected_names(), [".git"]);
+        let paths: Vec<&str> = sandbox
+            .protected_paths()
+            .iter()
+            .map(|p| p.as_str())
+            .collect();
+        assert_eq!(paths, [".mcp.json", ".agent/mcp.json", "sessions/s.jsonl"]);
+    }
 
     /// `read`, as the embedded model sees it.
     struct Read;
@@ -168,7 +267,7 @@ mod tests {
                 }),
             )
         }
-        async fn call_json(&self, args: Value) -> Result<ToolOutput, ToolError> {
+        async fn call_json(&self, args: Value, _cx: &ToolContext) -> Result<ToolOutput, ToolError> {
             Ok(format!(
                 "     1\tcontents of {}",
                 args["path"].as_str().unwrap_or("?")

@@ -2,16 +2,18 @@
 //!
 //! ```text
 //! cargo run -p coder -- "TASK" [--dir DIR] [--max-steps N] [--context-window N]
-//!                              [--read-only] [--yes] [--session FILE] [--json]
-//! cargo run -p coder -- --session FILE --resume [--dir DIR] [...]
-//! cargo run -p coder -- mcp-serve [--dir DIR] [--read-only] [--yes] [--http ADDR]
+//!                              [--read-only] [--yes] [--session FILE|URL] [--json]
+//! cargo run -p coder -- --session FILE|URL --resume [--dir DIR] [...]
+//! cargo run -p coder -- mcp-serve [--dir DIR] [--read-only] [--yes] [--http ADDR [--token-file FILE]]
 //! ```
 //!
 //! `mcp-serve` (`serve.rs`) serves the same tools, with the same safety hooks, as an MCP
 //! server on stdio or over streamable HTTP, instead of running a task.
 //!
 //! The command line is `cli.rs` (clap). `--session FILE` journals the conversation into FILE
-//! (JSON Lines, `halo_stream::journal::JsonlStore`, every committed step fsynced): when FILE
+//! (JSON Lines, `halo_stream::journal::JsonlStore`, every committed step fsynced), and
+//! `--session postgres://…` or `redis://…` into a shared store (`store.rs`, which also leases
+//! the session so a second coder on it is refused): when the session
 //! already holds a conversation, it is restored and TASK is its next user turn; `--resume`
 //! (no TASK) continues a run that was interrupted — killed, stopped by `--max-steps`, or
 //! failed on a provider error — from its last committed step. `--json` prints every agent
@@ -47,8 +49,15 @@
 //! MCP servers (`mcp.rs`): `DIR/.mcp.json`, `DIR/.agent/mcp.json` and each
 //! `--mcp-config FILE` (the `mcpServers` JSON of Claude Desktop / Claude Code) are started
 //! before the run and their tools added as `mcp__<server>__<tool>`; a startup line says
-//! which started with how many tools and which failed. The small embedded model keeps its
-//! small tool set and starts none.
+//! which started with how many tools and which failed. The project's own servers start only
+//! from a configuration the user approved at the terminal, remembered by its hash outside
+//! DIR (`coder::approvals`). The small embedded model keeps its small tool set and starts
+//! none.
+//!
+//! The sandbox protects what runs outside it later (`coder::sandbox`): `.git` at any depth,
+//! `.mcp.json`, `.agent/mcp.json`, and the `--session` journal, `--mcp-config` files and the
+//! approvals folder when they lie inside DIR. Everything printed goes through
+//! `coder::terminal`, which shows control characters as text.
 //!
 //! With a hosted model the coder also loads the harness of DIR (`harness.rs`,
 //! `docs/harness.md`): `AGENTS.md`, `CLAUDE.md` and `.agent/rules/*.md`, the last 50 lines
@@ -60,120 +69,26 @@
 mod cli;
 mod harness;
 mod mcp;
+mod model;
+mod profile;
 mod serve;
+mod store;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Context, bail};
-use std::io::{IsTerminal as _, Write as _};
+use anyhow::bail;
 
 use clap::Parser as _;
-use coder::{EMBEDDED_TOOLS, EVICT_AT, LOW_WATER, SYSTEM, TRUNCATE_AT, approval};
+use coder::{EMBEDDED_TOOLS, EVICT_AT, LOW_WATER, SYSTEM, TRUNCATE_AT, approval, terminal};
 use futures::StreamExt as _;
+use halo_adapters::profiles::ProfileFile;
 use halo_core::Sandbox;
-use halo_core::{
-    AgentEvent, FinishReason, GenerateTextResult, HaloAgent, HaloError, Message, SharedModel,
-};
-use halo_sandbox::ContainerSandbox;
-use halo_sandbox::policy::ApprovalAnswer;
-use halo_stream::journal::JsonlStore;
+use halo_core::{AgentEvent, FinishReason, GenerateTextResult, HaloAgent, HaloError, Message};
 
 use crate::cli::Cli;
-
-fn set(var: &str) -> bool {
-    std::env::var(var).is_ok_and(|v| !v.is_empty())
-}
-
-/// The model the environment names.
-struct Picked {
-    model: SharedModel,
-    /// A one-line description.
-    desc: String,
-    /// Whether it is the small embedded model.
-    small: bool,
-    /// The Gemini adapter, whose `cachedContents` object is deleted at the end of the session
-    /// (it would otherwise be billed for storage until its TTL ends).
-    gemini: Option<Arc<halo_adapters::gemini::GeminiAdapter>>,
-}
-
-impl Picked {
-    fn remote(model: SharedModel, desc: String) -> Self {
-        Picked {
-            model,
-            desc,
-            small: false,
-            gemini: None,
-        }
-    }
-}
-
-/// The model named by the environment.
-fn pick_model() -> anyhow::Result<Picked> {
-    use halo_adapters::anthropic::AnthropicAdapter;
-    use halo_adapters::gemini::GeminiAdapter;
-    use halo_adapters::openai::OpenAiCompatible;
-    if set("ANTHROPIC_API_KEY") {
-        let m = AnthropicAdapter::from_env()?;
-        let desc = format!(
-            "Anthropic {} at {}",
-            halo_core::ModelAdapter::model_name(&m),
-            m.endpoint()
-        );
-        return Ok(Picked::remote(Arc::new(m), desc));
-    }
-    if set("GEMINI_API_KEY") {
-        let m = Arc::new(GeminiAdapter::from_env()?);
-        let desc = format!(
-            "Gemini {} at {}",
-            halo_core::ModelAdapter::model_name(&*m),
-            m.endpoint()
-        );
-        return Ok(Picked {
-            gemini: Some(Arc::clone(&m)),
-            ..Picked::remote(m, desc)
-        });
-    }
-    if set("DEEPSEEK_API_KEY") {
-        let m = OpenAiCompatible::deepseek_from_env()?;
-        let desc = format!(
-            "DeepSeek {} at {}",
-            halo_core::ModelAdapter::model_name(&m),
-            m.endpoint()
-        );
-        return Ok(Picked::remote(Arc::new(m), desc));
-    }
-    if set("OPENAI_API_KEY") {
-        let m = OpenAiCompatible::openai_from_env()?;
-        let desc = format!(
-            "OpenAI-compatible {} at {}",
-            halo_core::ModelAdapter::model_name(&m),
-            m.endpoint()
-        );
-        return Ok(Picked::remote(Arc::new(m), desc));
-    }
-    local_model()
-}
-
-/// The embedded model, with the adapter settings of [`coder::embedded_config`].
-#[cfg(feature = "local")]
-fn local_model() -> anyhow::Result<Picked> {
-    use halo_adapters::local::{LocalAdapter, default_model_path};
-    let path = default_model_path();
-    let m = LocalAdapter::load(&path, coder::embedded_config())?;
-    Ok(Picked {
-        small: true,
-        ..Picked::remote(Arc::new(m), format!("embedded model {}", path.display()))
-    })
-}
-
-#[cfg(not(feature = "local"))]
-fn local_model() -> anyhow::Result<Picked> {
-    bail!(
-        "no API key set and this build has no embedded model; set ANTHROPIC_API_KEY, GEMINI_API_KEY, DEEPSEEK_API_KEY or OPENAI_API_KEY, or build with `--features local`"
-    )
-}
+use crate::model::{Picked, pick_model};
 
 /// At most `max` characters of `s` on one line, with a note of how much was cut.
 fn shorten(s: &str, max: usize) -> String {
@@ -197,9 +112,9 @@ impl Out {
     /// Prints one informational line.
     fn line(self, text: impl std::fmt::Display) {
         if self.json {
-            eprintln!("{text}");
+            terminal::eline(text);
         } else {
-            println!("{text}");
+            terminal::line(text);
         }
     }
 }
@@ -254,14 +169,29 @@ async fn main() -> std::process::ExitCode {
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,llama-cpp-2=error")),
         )
-        .with_writer(std::io::stderr)
+        // No colours, and every log line escaped: a log may quote a server's or a model's
+        // words.
+        .with_ansi(false)
+        .with_writer(|| terminal::EscapedStderr)
         .init();
     let cli = Cli::parse();
     if let Some(cli::Command::McpServe(args)) = cli.command {
         return match serve::run(args).await {
             Ok(()) => std::process::ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("error: {e:#}");
+                terminal::eline(format_args!("error: {e:#}"));
+                std::process::ExitCode::FAILURE
+            }
+        };
+    }
+    if let Some(cli::Command::Profile(args)) = &cli.command {
+        return match profile::command(&args.action, &ProfileFile::default_path()) {
+            Ok(text) => {
+                terminal::line(text);
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                terminal::eline(format_args!("error: {e}"));
                 std::process::ExitCode::FAILURE
             }
         };
@@ -272,15 +202,15 @@ async fn main() -> std::process::ExitCode {
         Err(e) if json => {
             // Written out so `type` comes first, as in the event lines.
             let text = |s: &str| serde_json::Value::from(s).to_string();
-            println!(
+            terminal::line(terminal::json(&format!(
                 "{{\"type\":\"error\",\"kind\":{},\"message\":{}}}",
                 text(error_kind(&e)),
                 text(&format!("{e:#}"))
-            );
+            )));
             std::process::ExitCode::FAILURE
         }
         Err(e) => {
-            eprintln!("error: {e:#}");
+            terminal::eline(format_args!("error: {e:#}"));
             std::process::ExitCode::FAILURE
         }
     }
@@ -321,26 +251,78 @@ fn error_kind(e: &anyhow::Error) -> &'static str {
         Some(HaloError::NothingToResume) => "nothing_to_resume",
         Some(HaloError::Model(m)) if m.is_retryable() => "model_retryable",
         Some(HaloError::Model(_)) => "model",
+        Some(HaloError::Session(halo_core::SessionError::InUse { .. })) => "session_in_use",
         Some(HaloError::Session(_)) => "session",
         Some(_) => "run",
         None => "setup",
     }
 }
 
-/// One coder session: set up, restore the journal, run (or resume), clean up.
+/// One coder session: open the session's store and take its lease, then [`work`], then
+/// release the lease whatever happened.
 async fn session(cli: Cli) -> anyhow::Result<()> {
+    let opened = match &cli.session {
+        Some(value) => Some(
+            store::open(&store::Target::parse(value))
+                .await
+                .map_err(HaloError::Session)?,
+        ),
+        None => None,
+    };
+    let outcome = work(cli, opened.as_ref()).await;
+    if let Some(opened) = opened {
+        opened.close().await;
+    }
+    outcome
+}
+
+/// Set up, restore the journal, run (or resume), clean up.
+async fn work(mut cli: Cli, opened: Option<&store::Opened>) -> anyhow::Result<()> {
     let out = Out { json: cli.json };
-    let sandbox = ContainerSandbox::new(&cli.dir)
-        .and_then(|s| s.with_protected_paths([".git"]))
-        .with_context(|| format!("cannot use {} as the sandbox root", cli.dir.display()))?
+    let profiles = ProfileFile::load(ProfileFile::default_path())?;
+    let recorded = match opened {
+        Some(o) => profile::session_choice(o.store.as_ref(), &o.lease.session)
+            .await
+            .map_err(HaloError::Session)?,
+        None => None,
+    };
+    let settings = profile::resolve(&mut cli, &profiles, recorded.as_ref())?;
+    if let Some(name) = &settings.name {
+        out.line(format_args!(
+            "profile: {name} ({})",
+            profiles.path().display()
+        ));
+    }
+    // A session run on a profile records it (and the permission mode) in its own journal.
+    if let Some(o) = opened
+        && settings.name.is_some()
+        && !cli.resume
+    {
+        let choice = profile::choice_of(&cli, &settings);
+        profile::record(&o.store, &o.lease, &choice, store::now_ms())
+            .await
+            .map_err(HaloError::Session)?;
+    }
+    // Besides `.git` at any depth and the project's MCP configuration, what a later run
+    // reads from inside DIR: the journal, named configurations, remembered approvals.
+    let approvals = coder::approvals::Approvals::from_env();
+    let mut later: Vec<&Path> = cli.mcp_config.iter().map(PathBuf::as_path).collect();
+    let journal = match cli.session.as_deref().map(store::Target::parse) {
+        Some(store::Target::File(path)) => Some(path),
+        _ => None,
+    };
+    later.extend(journal.as_deref());
+    later.extend(approvals.as_ref().map(|a| a.dir()));
+    let sandbox = coder::sandbox(&cli.dir, &later)?
         .with_mode(cli.sandbox_mode())
-        .with_network(cli.network);
+        .with_network(cli.network)
+        .with_limits(cli.limits.exec_limits());
     let Picked {
         model,
         desc,
         small,
         gemini,
-    } = pick_model()?;
+    } = pick_model(&settings)?;
     out.line(format_args!("model: {desc}"));
     let window_source = coder::window_source(cli.context_window, &*model);
     let model_window = model.context_window();
@@ -348,7 +330,10 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
     out.line(format_args!("folder: {}", cli.dir.display()));
     // The project's own MCP servers and the ones named with --mcp-config: what starts is
     // decided below (`mcp::admit`), as commands are.
-    let project_mcp = mcp::load_files(&cli.dir, &mcp::project_files(&cli.dir))?;
+    let project = coder::approvals::ProjectServers::read(&cli.dir)?;
+    let project_mcp = project
+        .as_ref()
+        .map(|p| mcp::in_dir(&cli.dir, p.config.clone()));
     let given_mcp = mcp::load_files(&cli.dir, &cli.mcp_config)?;
     let mut mcp_clients = None;
 
@@ -374,6 +359,9 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
             "commands: {}",
             sandbox.capabilities().isolation
         ));
+        if sandbox.mode() != halo_sandbox::SandboxMode::FullAccess {
+            out.line(format_args!("limits per command: {}", sandbox.limits()));
+        }
         builder = builder.tools(tools)?;
         let window = cli
             .context_window
@@ -393,20 +381,15 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
             "agents: {}",
             coder::agents::AGENT_TOOLS.join(", ")
         ));
-        let trust = if permissions.read_only {
-            mcp::Trust::ReadOnly
-        } else if permissions.yes {
-            mcp::Trust::Yes
-        } else if let Some(project) = &project_mcp
-            && std::io::stdin().is_terminal()
-        {
-            match approval::confirm(mcp::question(&cli.dir, project), cli.json).await {
-                ApprovalAnswer::Run => mcp::Trust::Yes,
-                ApprovalAnswer::Skip => mcp::Trust::No,
-                ApprovalAnswer::Abort => anyhow::bail!("quit before the run started"),
+        let trust = match &project {
+            Some(project) => {
+                let (trust, lines) =
+                    mcp::trust(&cli.dir, project, permissions.read_only, cli.json).await?;
+                lines.iter().for_each(|l| out.line(l));
+                trust
             }
-        } else {
-            mcp::Trust::No
+            None if permissions.read_only => mcp::Trust::ReadOnly,
+            None => mcp::Trust::Yes,
         };
         let (mcp_config, lines) = mcp::admit(project_mcp.clone(), given_mcp.clone(), trust);
         lines.iter().for_each(|l| out.line(l));
@@ -434,8 +417,10 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
     for hook in hooks {
         builder = builder.hook_shared(hook);
     }
-    if let Some(path) = &cli.session {
-        builder = builder.session(Arc::new(JsonlStore::new(path)));
+    if let Some(opened) = opened {
+        builder = builder
+            .session(Arc::clone(&opened.store))
+            .session_lease(&opened.lease);
     }
     builder = coder::strategies(builder, cli.context_window);
     let mut agent = builder.build();
@@ -446,9 +431,9 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
         TRUNCATE_AT * 100.0,
         LOW_WATER * 100.0
     ));
-    if let Some(path) = &cli.session {
+    if let Some(value) = &cli.session {
         agent.restore_session().await?;
-        out.line(session_line(path, agent.log().len()));
+        out.line(session_line(value, agent.log().len()));
     }
     out.line(format_args!(
         "prefix: {} tools, fingerprint {}",
@@ -458,7 +443,13 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
     let task = match (&cli.task, &cli.session) {
         (Some(task), _) => {
             out.line(format_args!("task: {task}"));
-            if cli.session.is_some() && interrupted(&agent) {
+            if cli.session.is_some() && agent.discard_pending() {
+                out.line(
+                    "note: the session's last run stopped in the middle of a step; that step \
+                     was dropped and this task is its next user turn (`--resume` without a \
+                     task would have finished the step instead)",
+                );
+            } else if cli.session.is_some() && interrupted(&agent) {
                 out.line(
                     "note: the session's last run did not finish; this task is its next user \
                      turn (`--resume` without a task would have continued it instead)",
@@ -466,12 +457,10 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
             }
             Some(task.clone())
         }
-        (None, Some(path)) => {
+        (None, Some(value)) => {
             if agent.log().is_empty() {
                 return Err(Stop::nothing_to_resume(format!(
-                    "nothing to resume: {} holds no conversation; start one with `coder --session {} \"TASK\"`",
-                    path.display(),
-                    path.display()
+                    "nothing to resume: {value} holds no conversation; start one with `coder --session {value} \"TASK\"`"
                 ))
                 .into());
             }
@@ -507,18 +496,20 @@ async fn session(cli: Cli) -> anyhow::Result<()> {
                 "deleted the session's Gemini cached content {name}"
             )),
             Ok(None) => {}
-            Err(e) => eprintln!("could not delete the Gemini cached content: {e}"),
+            Err(e) => terminal::eline(format_args!(
+                "could not delete the Gemini cached content: {e}"
+            )),
         }
     }
     outcome
 }
 
-/// The startup line of a session file.
-fn session_line(path: &Path, messages: usize) -> String {
+/// The startup line of a session.
+fn session_line(session: &str, messages: usize) -> String {
     match messages {
-        0 => format!("session: {} (new)", path.display()),
-        1 => format!("session: {} (restored 1 message)", path.display()),
-        n => format!("session: {} (restored {n} messages)", path.display()),
+        0 => format!("session: {session} (new)"),
+        1 => format!("session: {session} (restored 1 message)"),
+        n => format!("session: {session} (restored {n} messages)"),
     }
 }
 
@@ -537,7 +528,7 @@ async fn run(
     agent: &mut HaloAgent,
     task: Option<String>,
     out: Out,
-    session: Option<&Path>,
+    session: Option<&str>,
     started: Instant,
 ) -> anyhow::Result<()> {
     let mut events = match task {
@@ -547,11 +538,9 @@ async fn run(
     // Whether the current step has printed text (so the next line starts fresh).
     let mut in_text = false;
     let resume_hint = |out: Out| {
-        if let Some(path) = session {
+        if let Some(session) = session {
             out.line(format_args!(
-                "the session {} keeps every completed step: `--session {} --resume` continues",
-                path.display(),
-                path.display()
+                "the session {session} keeps every completed step: `--session {session} --resume` continues"
             ));
         }
     };
@@ -559,7 +548,7 @@ async fn run(
         let event = match event {
             Ok(event) => event,
             Err(HaloError::NothingToResume) => {
-                let path = session.map(|p| p.display().to_string()).unwrap_or_default();
+                let path = session.unwrap_or_default();
                 return Err(Stop::nothing_to_resume(format!(
                     "nothing to resume in {path}: its last run ended with the model's answer; give a TASK to continue the conversation"
                 ))
@@ -568,16 +557,18 @@ async fn run(
             Err(e) if out.json => return Err(e.into()),
             Err(HaloError::MaxStepsReached { max_steps, partial }) => {
                 end_text(&mut in_text);
-                println!(
+                terminal::line(format_args!(
                     "\nstopped: the model still wanted tools after {max_steps} steps (raise --max-steps)\n"
-                );
+                ));
                 print_stats(out, &partial, started);
                 resume_hint(out);
                 return Ok(());
             }
             Err(HaloError::Aborted { tool, .. }) => {
                 end_text(&mut in_text);
-                println!("\nstopped: you quit at the approval prompt for `{tool}`");
+                terminal::line(format_args!(
+                    "\nstopped: you quit at the approval prompt for `{tool}`"
+                ));
                 return Ok(());
             }
             Err(e) => {
@@ -589,40 +580,40 @@ async fn run(
             }
         };
         if out.json {
-            let mut stdout = std::io::stdout().lock();
-            serde_json::to_writer(&mut stdout, &event)?;
-            stdout.write_all(b"\n")?;
-            stdout.flush()?;
+            terminal::line(terminal::json(&serde_json::to_string(&event)?));
             continue;
         }
         match event {
             AgentEvent::TextDelta(delta) => {
                 if !in_text {
-                    println!();
+                    terminal::line("");
                     in_text = true;
                 }
-                print!("{delta}");
-                std::io::stdout().flush()?;
+                terminal::text(&delta);
             }
             AgentEvent::ToolCall(call) => {
                 end_text(&mut in_text);
-                println!("→ {} {}", call.name, shorten(call.replay_arguments(), 200));
+                terminal::line(format_args!(
+                    "→ {} {}",
+                    call.name,
+                    shorten(call.replay_arguments(), 200)
+                ));
             }
             AgentEvent::ToolResult(result) => {
                 let tag = if result.is_error { " (error)" } else { "" };
-                println!(
+                terminal::line(format_args!(
                     "← {}{tag} {}",
                     result.tool_name,
                     shorten(&result.content, 300)
-                );
+                ));
             }
             AgentEvent::StepFinish(_) => end_text(&mut in_text),
             AgentEvent::Finish(result) => {
                 end_text(&mut in_text);
                 if result.finish_reason() == Some(&FinishReason::Length) {
-                    println!("(the answer was cut off at the max_tokens limit)");
+                    terminal::line("(the answer was cut off at the max_tokens limit)");
                 }
-                println!();
+                terminal::line("");
                 print_stats(out, &result, started);
             }
             _ => {}
@@ -634,6 +625,6 @@ async fn run(
 /// Ends a line of streamed text, if one is open.
 fn end_text(in_text: &mut bool) {
     if std::mem::take(in_text) {
-        println!();
+        terminal::line("");
     }
 }

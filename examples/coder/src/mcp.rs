@@ -9,37 +9,37 @@
 //!
 //! A stdio server is a command that runs on this machine **outside the OS sandbox** (as in
 //! Claude Desktop and Claude Code). So the servers a project's own files name (`DIR/.mcp.json`,
-//! `DIR/.agent/mcp.json`: a cloned repository decides them) start only when the user agrees,
-//! as a command does ([`admit`]): with `--yes`, or at the terminal's `[Y]es / [N]o / [Q]uit`
-//! question; with no terminal to ask and no `--yes` they stay stopped, and the startup line
-//! says how to start them. Servers of `--mcp-config FILE`, which the user named, start
+//! `DIR/.agent/mcp.json`: a cloned repository, or a command in the sandbox, decides them)
+//! start only from a configuration the user approved at the terminal's
+//! `[Y]es / [N]o / [Q]uit` question, remembered by its hash outside the project
+//! (`coder::approvals`); one that changed since, or was never approved, stays stopped when
+//! there is no terminal to ask, `--yes` or not, and the startup line says what changed and
+//! how to approve it ([`admit`]). Servers of `--mcp-config FILE`, which the user named, start
 //! without a question. `--read-only` starts none.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
-use halo_mcp::{ClientOptions, McpClients, McpConfig, ServerTransport};
+use std::io::IsTerminal as _;
 
-/// The configuration files for `dir` and `extra`: the two in `dir` when they exist, then
-/// every `extra` one (which must exist).
-pub fn config_files(dir: &Path, extra: &[PathBuf]) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = [".mcp.json", ".agent/mcp.json"]
-        .iter()
-        .map(|f| dir.join(f))
-        .filter(|p| p.is_file())
-        .collect();
-    files.extend(extra.iter().cloned());
-    files
-}
+use anyhow::Context as _;
+use coder::approval;
+use coder::approvals::{Approvals, ProjectServers, Verdict};
+use halo_mcp::{ClientOptions, McpClients, McpConfig, ServerTransport};
+use halo_sandbox::policy::ApprovalAnswer;
 
 /// Loads the configuration of `files` (later files win per server name); `None` when no
-/// file names a server. A stdio server without `cwd` runs in `dir` (the project, as Claude
-/// Code runs them), a relative `cwd` is taken from `dir`.
+/// file names a server. Stdio servers run in `dir` ([`in_dir`]).
 ///
 /// # Errors
 /// A file that cannot be read or parsed (the message names the file, field and server).
 pub fn load_files(dir: &Path, files: &[PathBuf]) -> anyhow::Result<Option<McpConfig>> {
-    let mut config = McpConfig::load_all(files).context("reading the MCP server configuration")?;
+    let config = McpConfig::load_all(files).context("reading the MCP server configuration")?;
+    Ok((!config.servers.is_empty()).then(|| in_dir(dir, config)))
+}
+
+/// `config` with each stdio server's `cwd` taken from `dir`: a server without one runs in
+/// `dir` (the project, as Claude Code runs them), a relative one is joined to it.
+pub fn in_dir(dir: &Path, mut config: McpConfig) -> McpConfig {
     for server in config.servers.values_mut() {
         if let ServerTransport::Stdio(stdio) = &mut server.transport {
             stdio.cwd = Some(match stdio.cwd.take() {
@@ -49,24 +49,24 @@ pub fn load_files(dir: &Path, files: &[PathBuf]) -> anyhow::Result<Option<McpCon
             });
         }
     }
-    Ok((!config.servers.is_empty()).then_some(config))
-}
-
-/// The configuration files in `dir` the project itself provides, those that exist.
-pub fn project_files(dir: &Path) -> Vec<PathBuf> {
-    config_files(dir, &[])
+    config
 }
 
 /// Whether the servers of a project's own files may start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Trust {
-    /// `--yes`, or the user said yes at the terminal.
+    /// The user approved this configuration (now, or before).
     Yes,
-    /// The user said no, or there is no terminal to ask and no `--yes`.
-    No,
+    /// Not approved: why, for the startup line.
+    No(String),
     /// `--read-only`: no server starts.
     ReadOnly,
 }
+
+/// How a configuration gets approved, for the startup line.
+pub const HOW_TO_APPROVE: &str = "they run outside the sandbox, so they start only from a \
+     configuration you approved: run the coder in this folder at a terminal and answer yes \
+     (remembered until the files change), or name the file with --mcp-config FILE";
 
 /// What may start: the project's servers when `trust` allows it, then the ones the user
 /// named with `--mcp-config` (later files win per name, as always), and the startup lines
@@ -93,15 +93,15 @@ pub fn admit(
     }
     let mut config = match (project, trust) {
         (Some(project), Trust::Yes) => Some(project),
-        (Some(project), _) => {
+        (Some(project), Trust::No(why)) => {
             let names: Vec<&str> = project.servers.keys().map(String::as_str).collect();
             lines.push(format!(
-                "mcp: not started: {} from the project's .mcp.json / .agent/mcp.json; they would run outside the sandbox, so they start only with --yes or when you answer yes (or name the file with --mcp-config FILE)",
+                "mcp: not started: {} from the project's .mcp.json / .agent/mcp.json: {why}",
                 names.join(", ")
             ));
             None
         }
-        (None, _) => None,
+        (_, _) => None,
     };
     if let Some(given) = given {
         match &mut config {
@@ -112,10 +112,64 @@ pub fn admit(
     (config, lines)
 }
 
-/// The question asked at the terminal before a project's servers start.
-pub fn question(dir: &Path, project: &McpConfig) -> String {
+/// Whether the project's servers may start, and the startup lines that say why: with
+/// `--read-only` never; a configuration the user approved before starts; else the user is
+/// asked at the terminal and a yes is remembered ([`Approvals`]); with no terminal to ask
+/// (a script, CI, `--yes` or not) it does not start.
+///
+/// # Errors
+/// The user quit at the question.
+pub async fn trust(
+    dir: &Path,
+    project: &ProjectServers,
+    read_only: bool,
+    json: bool,
+) -> anyhow::Result<(Trust, Vec<String>)> {
+    if read_only {
+        return Ok((Trust::ReadOnly, Vec::new()));
+    }
+    let approvals = Approvals::from_env();
+    let verdict = approvals
+        .as_ref()
+        .map_or(Verdict::Never, |a| a.check(dir, project));
+    if verdict == Verdict::Approved {
+        return Ok((Trust::Yes, Vec::new()));
+    }
+    if !std::io::stdin().is_terminal() {
+        let why = verdict.reason().unwrap_or_default();
+        return Ok((Trust::No(format!("{why}; {HOW_TO_APPROVE}")), Vec::new()));
+    }
+    match approval::confirm(question(dir, &project.config, &verdict), json).await {
+        ApprovalAnswer::Run => {
+            let line = match approvals.map(|a| a.approve(dir, project)) {
+                Some(Ok(file)) => format!(
+                    "mcp: approved; remembered in {} until the configuration changes",
+                    file.display()
+                ),
+                Some(Err(e)) => format!("mcp: approved for this run only: {e:#}"),
+                None => "mcp: approved for this run only: no folder to remember approvals in \
+                         (set XDG_STATE_HOME or HOME)"
+                    .to_string(),
+            };
+            Ok((Trust::Yes, vec![line]))
+        }
+        ApprovalAnswer::Skip => Ok((Trust::No("you answered no".into()), Vec::new())),
+        ApprovalAnswer::Abort => anyhow::bail!("quit before the run started"),
+    }
+}
+
+/// The question asked at the terminal before a project's servers start, saying what
+/// changed since the user's last approval.
+pub fn question(dir: &Path, project: &McpConfig, verdict: &Verdict) -> String {
+    let since = match verdict {
+        Verdict::Changed(changes) => format!(
+            " (changed since you approved them: {}; your answer is remembered until they change)",
+            changes.join(", ")
+        ),
+        _ => " (your answer is remembered until they change)".to_string(),
+    };
     let mut q = format!(
-        "? start the MCP servers of {}? They run on this machine outside the sandbox:\n",
+        "? start the MCP servers of {}? They run on this machine outside the sandbox{since}:\n",
         dir.display()
     );
     for (name, server) in &project.servers {

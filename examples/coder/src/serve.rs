@@ -7,18 +7,26 @@
 //! truncation. An MCP server has no one to ask, so under workspace-write a command (`bash`)
 //! is denied at once, with a message saying to restart with `--yes`; it never waits.
 //! stdout carries only JSON-RPC; the startup lines and logs go to stderr.
+//!
+//! Over HTTP every request needs the bearer token (`--token-file`, `HALO_MCP_TOKEN`, or a
+//! generated one in a 0600 file whose path is printed; never the token itself unless
+//! `--print-token`), sessions are capped (`--max-sessions`) and expire when idle
+//! (`--idle-timeout`), and a closed session's or a gone client's running command is killed.
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use async_trait::async_trait;
-use coder::EMBEDDED_TOOLS;
-use halo_core::{Sandbox as _, ToolCall, ToolCallDecision, ToolHook};
-use halo_mcp::server::McpServer;
+use coder::{EMBEDDED_TOOLS, terminal};
+use halo_core::{Sandbox as _, ToolCallDecision, ToolContext, ToolHook};
+use halo_mcp::server::{BearerToken, HttpOptions, McpServer};
+use halo_sandbox::SandboxMode;
 use halo_sandbox::policy::{
     CommandDenylist, OutputTruncation, Permission, PermissionPolicy, PermissionPreset,
 };
-use halo_sandbox::{ContainerSandbox, SandboxMode};
 use serde_json::Value;
 
 use crate::cli::ServeArgs;
@@ -37,10 +45,9 @@ struct Unattended {
 
 #[async_trait]
 impl ToolHook for Unattended {
-    async fn before_tool_call(&self, call: &ToolCall, _args: &Value) -> ToolCallDecision {
-        let class = self.policy.class_of(&call.name);
-        if self.policy.preset().permission(class) == Permission::Ask {
-            ToolCallDecision::Deny(no_one_can_approve(&call.name))
+    async fn before_tool_call(&self, cx: &ToolContext, _args: &Value) -> ToolCallDecision {
+        if self.policy.permission_for(cx) == Permission::Ask {
+            ToolCallDecision::Deny(no_one_can_approve(&cx.call().name))
         } else {
             ToolCallDecision::Allow
         }
@@ -78,17 +85,124 @@ fn hooks(args: &ServeArgs) -> (Vec<Arc<dyn ToolHook>>, &'static str) {
     (hooks, description)
 }
 
-/// Serves until the client closes stdin (stdio) or the process is stopped (HTTP).
+/// The environment variable a token may come from.
+const TOKEN_ENV: &str = "HALO_MCP_TOKEN";
+
+/// The HTTP server's bearer token and where it came from.
+struct Token {
+    token: BearerToken,
+    /// For the startup line: the file or variable it came from, or where it was written.
+    origin: String,
+    /// The generated token's file, removed when the server stops.
+    written: Option<PathBuf>,
+    /// The private temp folder made for it, removed too.
+    temporary_dir: Option<PathBuf>,
+}
+
+impl Token {
+    /// `--token-file`, else `HALO_MCP_TOKEN`, else a new token in a private file.
+    fn new(args: &ServeArgs, addr: SocketAddr) -> anyhow::Result<Token> {
+        if let Some(path) = &args.token_file {
+            let token = BearerToken::from_file(path).context("cannot use --token-file")?;
+            return Ok(Token {
+                token,
+                origin: format!("the first line of {}", path.display()),
+                written: None,
+                temporary_dir: None,
+            });
+        }
+        if let Some(value) = std::env::var_os(TOKEN_ENV).filter(|v| !v.is_empty()) {
+            let value = value
+                .into_string()
+                .map_err(|_| anyhow::anyhow!("{TOKEN_ENV} is not valid UTF-8"))?;
+            let token =
+                BearerToken::new(value).with_context(|| format!("cannot use {TOKEN_ENV}"))?;
+            return Ok(Token {
+                token,
+                origin: format!("from {TOKEN_ENV}"),
+                written: None,
+                temporary_dir: None,
+            });
+        }
+        let token = BearerToken::generate()?;
+        let (dir, temporary) = token_dir()?;
+        let path = dir.join(format!("{}.token", addr.port()));
+        token.write_private(&path)?;
+        Ok(Token {
+            token,
+            origin: format!(
+                "{} (only you can read it; send it as `Authorization: Bearer <token>`)",
+                path.display()
+            ),
+            written: Some(path),
+            temporary_dir: temporary.then_some(dir),
+        })
+    }
+
+    fn remove(&self) {
+        if let Some(path) = &self.written {
+            let _ = std::fs::remove_file(path);
+        }
+        if let Some(dir) = &self.temporary_dir {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+/// `$XDG_RUNTIME_DIR/halo-coder-mcp` (the runtime dir is private to the user), else a new
+/// private folder (mode 0700) in the temp dir; and whether it is that new folder.
+fn token_dir() -> anyhow::Result<(PathBuf, bool)> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    if let Some(runtime) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from)
+        && runtime.is_absolute()
+        && runtime.is_dir()
+    {
+        let dir = runtime.join("halo-coder-mcp");
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        return Ok((dir, false));
+    }
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::Builder::new()
+        .prefix("halo-coder-mcp-")
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+        .context("cannot create a private folder for the token")?;
+    Ok((dir.keep(), true))
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+async fn stop_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch for SIGTERM");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+/// Serves until the client closes stdin (stdio), or until Ctrl-C or SIGTERM (HTTP).
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let mode = if args.read_only {
         SandboxMode::ReadOnly
     } else {
         SandboxMode::WorkspaceWrite
     };
-    let sandbox = ContainerSandbox::new(&args.dir)
-        .and_then(|s| s.with_protected_paths([".git"]))
-        .with_context(|| format!("cannot use {} as the sandbox root", args.dir.display()))?
-        .with_mode(mode);
+    // `.git` at any depth, the project's MCP configuration, and the files named with
+    // --mcp-config when they lie inside DIR: a command must not write what starts later.
+    let named: Vec<&std::path::Path> = args.mcp_config.iter().map(|p| p.as_path()).collect();
+    let sandbox = coder::sandbox(&args.dir, &named)?
+        .with_mode(mode)
+        .with_limits(args.limits.exec_limits());
     let mut tools = sandbox.tools();
     if args.read_only {
         tools.retain(|t| EMBEDDED_TOOLS.contains(&t.spec().name.as_str()));
@@ -97,15 +211,15 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     // Bridge mode: the configured servers' tools beside the local ones.
     let bridged = match crate::mcp::load_files(&args.dir, &args.mcp_config)? {
         Some(config) if args.read_only => {
-            eprintln!(
+            terminal::eline(format_args!(
                 "mcp: {} server(s) configured, not started: --read-only runs no commands, and an MCP server is one",
                 config.servers.len()
-            );
+            ));
             None
         }
         Some(config) => {
             let (clients, lines) = crate::mcp::start(&args.dir, &config).await;
-            lines.iter().for_each(|l| eprintln!("{l}"));
+            lines.iter().for_each(terminal::eline);
             Some(clients)
         }
         None => None,
@@ -129,15 +243,19 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             std::time::Duration::from_millis(500),
         ))
     });
-    eprintln!("folder: {}", args.dir.display());
-    eprintln!("tools: {}", server.tool_names().join(", "));
-    eprintln!("policy: {policy}");
+    terminal::eline(format_args!("folder: {}", args.dir.display()));
+    terminal::eline(format_args!("tools: {}", server.tool_names().join(", ")));
+    terminal::eline(format_args!("policy: {policy}"));
     if !args.read_only {
-        eprintln!("commands: {}", sandbox.capabilities().isolation);
+        terminal::eline(format_args!(
+            "commands: {}",
+            sandbox.capabilities().isolation
+        ));
+        terminal::eline(format_args!("limits per command: {}", sandbox.limits()));
     }
     match args.http {
         None => {
-            eprintln!("serving MCP on stdio");
+            terminal::eline("serving MCP on stdio");
             server.serve_stdio().await?;
         }
         Some(addr) => {
@@ -146,14 +264,26 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot listen on {addr}"))?;
             let addr = listener.local_addr()?;
             if !addr.ip().is_loopback() {
-                eprintln!(
+                terminal::eline(format_args!(
                     "warning: {addr} is not a loopback address; the server still accepts only loopback Host headers"
-                );
+                ));
             }
-            eprintln!("serving MCP at http://{addr}/mcp");
-            server
-                .serve_http(listener, std::future::pending::<()>())
-                .await?;
+            let token = Token::new(&args, addr)?;
+            terminal::eline(format_args!("token: {}", token.origin));
+            if args.print_token {
+                terminal::eline(format_args!("token value: {}", token.token.secret()));
+            }
+            let options = HttpOptions::new(token.token.clone())
+                .with_max_sessions(args.max_sessions)
+                .with_idle_timeout(Duration::from_secs(args.idle_timeout));
+            terminal::eline(format_args!(
+                "sessions: at most {}, closed after {} s idle",
+                args.max_sessions, args.idle_timeout
+            ));
+            terminal::eline(format_args!("serving MCP at http://{addr}/mcp"));
+            let served = server.serve_http(listener, options, stop_signal()).await;
+            token.remove();
+            served?;
         }
     }
     Ok(())

@@ -1,7 +1,7 @@
 //! The context-strategy benchmark (`cargo xtask bench context`, which runs
 //! `cargo run -p context-bench`): how much of a long tool session's input each provider
 //! serves from its prompt cache when the session outgrows the context window, per context
-//! strategy (issue 12 §4).
+//! strategy.
 //!
 //! The session: a coding agent works 200 tool steps on one task (then answers) against a
 //! 32,000-token window. The model is scripted (each simulator answers from a reply script);
@@ -29,6 +29,11 @@
 //! - **tiered**: [`TieredStrategy`](halo_strategies::TieredStrategy): eviction in place from 85 %, compaction by the model from 95 % or when eviction cannot get half way (see
 //!   [`tiered`]).
 //!
+//! Then a large-result workload: the model pages through the repository's longest source
+//! files a hundred lines a read for 60 steps on a 16,000-token window, so each step adds a
+//! large share of the window; Tiered with the coder's marks, its low-water mark fixed and
+//! following the session's growth per step, side by side (cached share, rewrites, peak).
+//!
 //! Columns: the cached share of input tokens (`cache_read_tokens` / `input_tokens` as the
 //! adapter reported them, `AgentStats`); history rewrites (`AgentStats::history_rewrites`,
 //! the strategy's planned rewrites; for the ring buffer, which plans nothing, the calls whose
@@ -55,7 +60,7 @@ use halo_adapters::sim::{SimReply, count_tokens};
 use halo_core::context::{self, ContextBudget, ContextPlan};
 use halo_core::{
     AgentStats, ContextConfig, ContextStrategy, DynTool, HaloAgent, Message, MessageLog,
-    ModelAdapter, StablePrefix, ToolError, ToolOutput, ToolSpec, async_trait,
+    ModelAdapter, StablePrefix, ToolContext, ToolError, ToolOutput, ToolSpec, async_trait,
 };
 use halo_strategies::TruncateStrategy;
 use serde_json::{Value, json};
@@ -73,6 +78,13 @@ const RING_FILL: f64 = 0.9;
 /// Smallest and largest file read, in bytes; every tool output is cut at the largest.
 const MIN_READ_BYTES: usize = 200;
 const MAX_OUTPUT_BYTES: usize = 12_000;
+/// The large-result workload: steps, lines per read, and its window (tokens).
+const PAGING_STEPS: usize = 60;
+const PAGE_LINES: usize = 100;
+const PAGING_WINDOW: u64 = 16_000;
+/// Its task.
+const PAGING_TASK: &str = "Read the longest source files from the top, a hundred lines at a time, \
+and say what each part does.";
 /// The seed of the session's mix of calls.
 const SEED: u64 = 0x5eed_c0de_2026_0012;
 /// The task the session works on.
@@ -143,7 +155,70 @@ async fn run_all(root: PathBuf) -> anyhow::Result<()> {
         }
     }
     print!("{}", table(&session, capacity, &rows));
+    let paging = Session::paging(&root)?;
+    let mut rows = Vec::new();
+    for provider in Provider::ALL {
+        for (name, strategy) in paging_strategies() {
+            eprintln!("bench context: paging, {} / {name} ...", provider.name());
+            let figures = provider.run(&paging, &Setup::Strategy(strategy)).await?;
+            rows.push((provider, name, figures));
+        }
+    }
+    print!("{}", paging_table(&paging, &rows));
     Ok(())
+}
+
+/// The strategies of the large-result workload: Tiered with the coder's marks (evict from
+/// 85 %, truncate from 95 %, down to 55 %), its low-water mark fixed, and following the
+/// session's growth per step (the default).
+fn paging_strategies() -> [(&'static str, Arc<dyn ContextStrategy>); 2] {
+    let coder = || halo_strategies::TieredStrategy::new().with_marks(0.85, 0.95, 0.55);
+    [
+        (
+            "tiered, fixed low water",
+            Arc::new(coder().room_for_steps(0)),
+        ),
+        ("tiered, following growth", Arc::new(coder())),
+    ]
+}
+
+/// The large-result workload's table.
+fn paging_table(session: &Session, rows: &[(Provider, &str, Figures)]) -> String {
+    let mut out = String::new();
+    let results: Vec<ToolOutput> = session.results().into_iter().flatten().collect();
+    let tokens: u64 = results.iter().map(|r| count_tokens(&r.content)).sum();
+    let _ = writeln!(
+        out,
+        "\nlarge results: {} reads of {PAGE_LINES} lines through the longest source files ({} tokens in all, {} a read on average) on a {}-token window",
+        session.steps.len(),
+        group(tokens),
+        group(tokens / session.steps.len().max(1) as u64),
+        group(session.window),
+    );
+    let _ = writeln!(
+        out,
+        "{:<10} {:<26} {:>8} {:>9} {:>14} {:>9}",
+        "provider", "strategy", "cached", "rewrites", "peak request", "refused"
+    );
+    for (provider, name, f) in rows {
+        let _ = writeln!(
+            out,
+            "{:<10} {:<26} {:>8.3} {:>9} {:>7} ({:>3.0}%) {:>9}{}",
+            provider.name(),
+            name,
+            f.cached(),
+            f.rewrites(),
+            group(f.peak),
+            f.peak as f64 * 100.0 / session.window as f64,
+            f.rejected,
+            f.run
+                .error
+                .as_ref()
+                .map(|e| format!("  error: {e}"))
+                .unwrap_or_default()
+        );
+    }
+    out
 }
 
 /// The strategies compared, in column order.
@@ -236,7 +311,7 @@ impl Provider {
         }
     }
 
-    /// One session against a fresh simulator with a [`WINDOW`]-token context.
+    /// One session against a fresh simulator with the session's context window.
     async fn run(self, session: &Session, setup: &Setup) -> anyhow::Result<Figures> {
         match self {
             Provider::OpenAi | Provider::DeepSeek => {
@@ -248,7 +323,7 @@ impl Provider {
                 let sim = OpenAiSim::start(profile)
                     .await
                     .context("cannot start the simulator")?;
-                sim.set_context_window(Some(WINDOW));
+                sim.set_context_window(Some(session.window));
                 sim.set_reply_script(session.script());
                 let builder = match profile {
                     SimProfile::OpenAi => OpenAiCompatible::openai("gpt-5-mini"),
@@ -271,7 +346,7 @@ impl Provider {
                 let sim = AnthropicSim::start()
                     .await
                     .context("cannot start the simulator")?;
-                sim.set_context_window(Some(WINDOW));
+                sim.set_context_window(Some(session.window));
                 sim.set_reply_script(session.script());
                 let model = AnthropicAdapter::builder("claude-sonnet-4-5")
                     .api_key("sk-ant-bench")
@@ -290,7 +365,7 @@ impl Provider {
                 let sim = GeminiSim::start()
                     .await
                     .context("cannot start the simulator")?;
-                sim.set_context_window(Some(WINDOW));
+                sim.set_context_window(Some(session.window));
                 sim.set_reply_script(session.script());
                 let model = GeminiAdapter::builder()
                     .model("gemini-2.5-flash")
@@ -386,11 +461,13 @@ struct Row {
     figures: Option<Figures>,
 }
 
-/// The prefix, the tools and the script of the session.
+/// The prefix, the tools and the script of the session, and the window it runs on.
 struct Session {
     system: String,
     corpus: Arc<Corpus>,
     steps: Vec<Vec<(&'static str, Value)>>,
+    window: u64,
+    task: &'static str,
 }
 
 impl Session {
@@ -410,7 +487,42 @@ impl Session {
             system,
             corpus: Arc::new(corpus),
             steps,
+            window: WINDOW,
+            task: TASK,
         })
+    }
+
+    /// The large-result workload: the model pages through the repository's longest source
+    /// files, [`PAGE_LINES`] lines a call, for [`PAGING_STEPS`] steps, on a
+    /// [`PAGING_WINDOW`]-token window — each step adds a large share of the window.
+    fn paging(root: &Path) -> anyhow::Result<Self> {
+        let mut session = Session::new(root)?;
+        let mut files: Vec<(&String, usize)> = session
+            .corpus
+            .files
+            .iter()
+            .filter(|(path, _)| path.ends_with(".rs"))
+            .map(|(path, text)| (path, text.lines().count()))
+            .collect();
+        files.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        let mut steps = Vec::new();
+        'files: for (path, lines) in files {
+            let mut offset = 1;
+            while offset <= lines {
+                if steps.len() == PAGING_STEPS {
+                    break 'files;
+                }
+                steps.push(vec![(
+                    "read",
+                    json!({"path": path, "offset": offset, "limit": PAGE_LINES}),
+                )]);
+                offset += PAGE_LINES;
+            }
+        }
+        session.steps = steps;
+        session.window = PAGING_WINDOW;
+        session.task = PAGING_TASK;
+        Ok(session)
     }
 
     /// The model's replies: each step's calls, then the answer.
@@ -458,7 +570,7 @@ impl Session {
     /// and its results; tokens of their text and arguments plus 12 for framing) fits
     /// [`RING_FILL`] of the window after the prefix.
     fn ring_capacity(&self) -> usize {
-        let mut sizes = vec![count_tokens(TASK) + 12];
+        let mut sizes = vec![count_tokens(self.task) + 12];
         for (calls, results) in self.steps.iter().zip(self.results()) {
             sizes.push(
                 calls
@@ -469,7 +581,7 @@ impl Session {
             );
             sizes.extend(results.iter().map(|r| count_tokens(&r.content) + 12));
         }
-        let budget = (WINDOW as f64 * RING_FILL) as u64 - self.prefix_tokens();
+        let budget = (self.window as f64 * RING_FILL) as u64 - self.prefix_tokens();
         let fits = |n: usize| sizes.windows(n).all(|w| w.iter().sum::<u64>() <= budget);
         (1..=sizes.len())
             .take_while(|&n| fits(n))
@@ -479,9 +591,10 @@ impl Session {
 
     /// Runs the session through `model` with `setup`.
     async fn run<M: ModelAdapter + 'static>(&self, model: M, setup: &Setup) -> anyhow::Result<Run> {
+        let steps = self.steps.len();
         let mut builder = HaloAgent::builder(model)
             .system(self.system.clone())
-            .max_steps(STEPS + 5)
+            .max_steps(steps + 5)
             .session_id("bench-context-session");
         for kind in Kind::ALL {
             builder = builder.tool(FakeTool {
@@ -492,15 +605,15 @@ impl Session {
         builder = match setup {
             Setup::Ring(capacity) => builder.log_capacity(*capacity),
             Setup::Strategy(strategy) => {
-                builder.context(ContextConfig::new(strategy.clone(), WINDOW))
+                builder.context(ContextConfig::new(strategy.clone(), self.window))
             }
         };
         let mut agent = builder.build();
-        let error = match agent.generate_text(TASK).await {
-            Ok(out) if out.steps.len() != STEPS + 1 => Some(format!(
+        let error = match agent.generate_text(self.task).await {
+            Ok(out) if out.steps.len() != steps + 1 => Some(format!(
                 "the session made {} model calls, not {}",
                 out.steps.len(),
-                STEPS + 1
+                steps + 1
             )),
             Ok(_) => None,
             Err(e) => Some(e.to_string()),
@@ -564,7 +677,11 @@ impl DynTool for FakeTool {
         self.kind.spec()
     }
 
-    async fn call_json(&self, arguments: Value) -> Result<ToolOutput, ToolError> {
+    async fn call_json(
+        &self,
+        arguments: Value,
+        _cx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
         let name = match self.kind {
             Kind::Read => "read",
             Kind::Grep => "grep",

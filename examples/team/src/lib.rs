@@ -1,22 +1,32 @@
-//! The team example's logic, shared by the binary (a hosted model) and its tests (a
-//! scripted model): [`run_team`].
+//! The team example's logic, shared by the binaries (a hosted model, or the scripted one)
+//! and the tests: [`run_team`], and the research-write-review [`workflow`].
 //!
 //! 1. A lead agent proposes the members for the task as typed output ([`Roster`]: 2 to 4
 //!    members, each a name, a role and an assignment; the last one reviews).
-//! 2. Each member but the last works on its assignment, in turn; its answer is broadcast
-//!    to the others, so the next member's task arrives with every earlier answer in one
-//!    user turn (halo-strategies' [`Team`]).
-//! 3. The last member reviews the work it received and gives the final result.
-//! 4. The team disbands; each member's counters are reported.
+//! 2. Each member becomes a named agent ([`HaloAgent::as_tool`]): its own prompt
+//!    ([`member_prompt`]), the team's tools, one conversation across calls
+//!    ([`AgentContext::Continue`]).
+//! 3. The lead, with the members as its tools, carries the task out: it calls each member
+//!    in turn with its assignment and what the earlier ones wrote, the last one reviews,
+//!    and the lead gives the final result. Its run is streamed, so each member's steps,
+//!    tool calls and text come out tagged with the member's name as they happen.
+//! 4. Each member's counters and the lead's are reported.
 
-use halo_core::{AgentStats, HaloAgent, SharedModel};
-use halo_strategies::Team;
+pub mod hosted;
+pub mod workflow;
+
+use std::sync::Arc;
+
+use futures::StreamExt as _;
+use halo_core::named::AgentContext;
+use halo_core::{AgentEvent, AgentStats, DynTool, HaloAgent, NamedAgent, SharedModel};
+use halo_strategies::team::member_prompt;
 use serde::Deserialize;
 
 /// The lead's system prompt.
 pub const LEAD: &str = "You are the lead of a small team of AI agents. You split a task \
 between members who work one after another, each reading what the earlier ones wrote; the \
-last member reviews their work and gives the final result.";
+last member reviews their work and you give the final result.";
 
 /// One proposed member.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, halo_core::JsonSchema)]
@@ -44,75 +54,158 @@ pub struct Roster {
 pub struct TeamReport {
     /// The members the lead proposed.
     pub roster: Roster,
-    /// Each working member's answer, in order (the reviewer's is `review`).
+    /// Each member's answers, in the order the lead called them: (tool name, answer).
     pub answers: Vec<(String, String)>,
-    /// The reviewer's final result.
-    pub review: String,
-    /// Each member's counters at disband, in hire order, then the lead's as `"lead"`.
+    /// The lead's final result.
+    pub result: String,
+    /// Each member's counters, in roster order, then the roster proposal's as `"roster"`,
+    /// then the lead's as `"lead"` (which include its members' runs).
     pub stats: Vec<(String, AgentStats)>,
 }
 
-/// The task each working member gets.
-pub fn work_task(task: &str, member: &MemberPlan) -> String {
-    format!(
-        "The team's task: {task}\nYour part: {}",
-        member.assignment.trim()
-    )
+/// A member's tool name: its name in lower case, every character a tool name cannot have
+/// replaced by `_`, at most 64 bytes.
+pub fn tool_name(member: &str) -> String {
+    let name: String = member
+        .trim()
+        .to_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if name.is_empty() {
+        "member".to_string()
+    } else {
+        name
+    }
 }
 
-/// The reviewer's task.
-pub fn review_task(task: &str, member: &MemberPlan) -> String {
-    format!(
-        "The team's task: {task}\nYour part: {}\nReview the work the team sent you: say what \
-         is right and what is wrong, then give the final result.",
-        member.assignment.trim()
-    )
+/// The lead's turn that sets the team to work.
+pub fn kickoff(task: &str, roster: &Roster) -> String {
+    let mut turn = format!(
+        "The team's task: {task}\n\nCall your members one at a time, in this order, each with \
+         its assignment and everything the earlier members answered (they see nothing else); \
+         the last one reviews. Then give the final result.\n"
+    );
+    for m in &roster.members {
+        turn.push_str(&format!(
+            "\n- `{}` ({}): {}",
+            tool_name(&m.name),
+            m.role.trim(),
+            m.assignment.trim()
+        ));
+    }
+    turn
 }
 
-/// Runs the team on `task` with `model`; `say` gets each progress line.
+/// The member `m` as a named agent on `model` with `tools`.
 ///
 /// # Errors
-/// The lead's typed output failing (after its retries), a member's run failing, a roster
-/// with a duplicate or empty name.
+/// A tool the agent refuses.
+pub fn member(
+    model: &SharedModel,
+    tools: &[Arc<dyn DynTool>],
+    m: &MemberPlan,
+) -> anyhow::Result<NamedAgent> {
+    let name = tool_name(&m.name);
+    let agent = HaloAgent::builder_shared(model.clone())
+        .name(&name)
+        .system(member_prompt(m.name.trim(), m.role.trim()))
+        .tools(tools.iter().cloned())?
+        .build();
+    Ok(agent
+        .as_tool(
+            &name,
+            format!(
+                "{} ({}): {}",
+                m.name.trim(),
+                m.role.trim(),
+                m.assignment.trim()
+            ),
+        )
+        .context(AgentContext::Continue))
+}
+
+/// A line about an event of a member's, for people: its tool calls and its text, tagged
+/// with the member's name; `None` for the rest.
+pub fn describe(event: &AgentEvent) -> Option<String> {
+    let AgentEvent::Inner(inner) = event else {
+        return None;
+    };
+    let origin = inner.innermost();
+    match &origin.event {
+        AgentEvent::ToolCall(call) => Some(format!(
+            "[{}] calls {} {}",
+            origin.agent, call.name, call.raw_arguments
+        )),
+        AgentEvent::StepFinish(step) if !step.message.text.trim().is_empty() => {
+            Some(format!("[{}] {}", origin.agent, step.message.text.trim()))
+        }
+        _ => None,
+    }
+}
+
+/// Runs the team on `task` with `model` and the members' `tools`; `say` gets each progress
+/// line.
+///
+/// # Errors
+/// The lead's typed output failing (after its retries), the lead's run failing, a roster
+/// with two members of one tool name.
 pub async fn run_team(
     model: SharedModel,
+    tools: Vec<Arc<dyn DynTool>>,
     task: &str,
     mut say: impl FnMut(&str),
 ) -> anyhow::Result<TeamReport> {
-    let mut lead = HaloAgent::builder_shared(model.clone())
+    let mut planner = HaloAgent::builder_shared(model.clone())
         .system(LEAD)
         .build();
-    let roster = lead
+    let roster = planner
         .generate_object::<Roster>(format!(
             "Propose the members for this task: 2 to 4, in the order they work, the last \
              one the reviewer.\n\nTask: {task}"
         ))
         .await?
         .object;
-    let mut team = Team::new(model);
+    let mut lead = HaloAgent::builder_shared(model.clone())
+        .name("lead")
+        .system(LEAD);
+    let mut members = Vec::new();
     for m in &roster.members {
-        team.hire(&m.name, &m.role)?;
+        let named = Arc::new(member(&model, &tools, m)?);
         say(&format!("hired {} ({}): {}", m.name, m.role, m.assignment));
+        lead = lead.tools([named.clone() as Arc<dyn DynTool>])?;
+        members.push(named);
     }
-    let Some((reviewer, workers)) = roster.members.split_last() else {
-        anyhow::bail!("the lead proposed no members");
-    };
+    let mut lead = lead.build();
     let mut answers = Vec::new();
-    for m in workers {
-        let out = team.run(&m.name, &work_task(task, m)).await?;
-        let n = team.broadcast(&m.name, &out.text);
-        say(&format!("{}: {} (sent to {n})", m.name, out.text.trim()));
-        answers.push((m.name.clone(), out.text));
+    let mut result = String::new();
+    {
+        let mut events = std::pin::pin!(lead.stream_text(kickoff(task, &roster)));
+        while let Some(event) = events.next().await {
+            let event = event?;
+            if let Some(line) = describe(&event) {
+                say(&line);
+            }
+            match event {
+                AgentEvent::ToolResult(r) => answers.push((r.tool_name, r.content)),
+                AgentEvent::Finish(done) => result = done.text,
+                _ => {}
+            }
+        }
     }
-    let review = team
-        .run(&reviewer.name, &review_task(task, reviewer))
-        .await?;
-    say(&format!(
-        "{} reviews: {}",
-        reviewer.name,
-        review.text.trim()
-    ));
-    let mut stats = team.disband();
+    say(&format!("lead: {}", result.trim()));
+    let mut stats: Vec<(String, AgentStats)> = members
+        .iter()
+        .map(|m| (m.name().to_string(), m.stats()))
+        .collect();
+    stats.push(("roster".to_string(), planner.stats()));
     stats.push(("lead".to_string(), lead.stats()));
     for (name, s) in &stats {
         say(&format!("{name}: {s}"));
@@ -120,7 +213,7 @@ pub async fn run_team(
     Ok(TeamReport {
         roster,
         answers,
-        review: review.text,
+        result,
         stats,
     })
 }

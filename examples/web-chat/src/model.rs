@@ -1,7 +1,17 @@
-//! [`WeatherScript`]: a deterministic model for the demo and its browser test. It reads the
-//! conversation like a model would: after a user message it streams a sentence and calls
-//! `get_weather` for the city named after "in"; after the tool's result it streams an answer
-//! quoting that result. Word by word, a few milliseconds apart, so the page visibly streams.
+//! [`WeatherScript`]: a deterministic model for the demo and its browser tests. It reads
+//! the conversation like a model would and answers the last user message (a steering
+//! message too) by what it asks:
+//!
+//! - "weather in CITY": a sentence, a `get_weather` call, then an answer quoting the result;
+//! - "count to N": the numbers 1 to N, one word at a time (something long to refresh in the
+//!   middle of);
+//! - "run `COMMAND`": a `bash` call (with `--coding-tools`, it waits for approval), then
+//!   "The command said: RESULT" — the denial's text when it was denied;
+//! - anything else: "You said: TEXT."
+//!
+//! Word by word, a few milliseconds apart, so the page visibly streams. Usage is reported
+//! as a provider would (input tokens by bytes / 4, the shared part of the request as cache
+//! reads), so the page has cache figures to show.
 
 use std::time::Duration;
 
@@ -40,47 +50,126 @@ fn city_in(text: &str) -> String {
     }
 }
 
+/// Whether `text` asks for the weather: it says so, or names a city ("And in Lisbon?").
+fn asks_weather(text: &str) -> bool {
+    let names_city = text
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .windows(2)
+        .any(|w| {
+            w[0].eq_ignore_ascii_case("in") && w[1].chars().next().is_some_and(char::is_uppercase)
+        });
+    text.to_lowercase().contains("weather") || names_city
+}
+
+/// N in "count to N" (at most 500).
+fn count_to(text: &str) -> Option<usize> {
+    let lower = text.to_lowercase();
+    let rest = &lower[lower.find("count to ")? + "count to ".len()..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok().map(|n: usize| n.min(500))
+}
+
+/// The command in "run `COMMAND`".
+fn command_in(text: &str) -> Option<String> {
+    let start = text.to_lowercase().find("run `")? + "run `".len();
+    let end = text[start..].find('`')?;
+    Some(text[start..start + end].to_owned())
+}
+
+fn answer(text: String, tool_calls: Vec<ToolCall>) -> ModelResponse {
+    let finish_reason = if tool_calls.is_empty() {
+        FinishReason::Stop
+    } else {
+        FinishReason::ToolCalls
+    };
+    ModelResponse {
+        id: None,
+        message: AssistantMessage {
+            text,
+            tool_calls,
+            ..AssistantMessage::default()
+        },
+        finish_reason,
+        usage: Usage::default(),
+        model: Some("weather-script".into()),
+        provider: None,
+    }
+}
+
 fn respond(history: &[Message]) -> ModelResponse {
     let last_user = history
         .iter()
         .rposition(|m| matches!(m, Message::User { .. }));
     let since_user = last_user.map_or(history, |i| &history[i + 1..]);
+    let asked = last_user.map(|i| history[i].text()).unwrap_or_default();
     let result = since_user.iter().rev().find_map(|m| match m {
         Message::Tool(r) => Some(r),
         _ => None,
     });
-    let city = since_user
-        .iter()
-        .flat_map(|m| m.tool_calls())
-        .find_map(|c| c.arguments().ok()?.get("city")?.as_str().map(str::to_owned))
-        .unwrap_or_else(|| {
-            last_user.map_or_else(|| "Paris".into(), |i| city_in(&history[i].text()))
-        });
-    let usage = Usage::default();
-    match result {
-        Some(result) => ModelResponse {
-            message: AssistantMessage {
-                text: format!("The weather in {city}: {}.", result.content),
-                ..AssistantMessage::default()
-            },
-            finish_reason: FinishReason::Stop,
-            usage,
-            model: Some("weather-script".into()),
-        },
-        None => {
-            let arguments = serde_json::json!({ "city": city }).to_string();
-            let id = format!("call_{}", history.len());
-            ModelResponse {
-                message: AssistantMessage {
-                    text: format!("Let me check the weather in {city}."),
-                    tool_calls: vec![ToolCall::new(id, "get_weather", arguments)],
-                    ..AssistantMessage::default()
-                },
-                finish_reason: FinishReason::ToolCalls,
-                usage,
-                model: Some("weather-script".into()),
+    if let Some(result) = result {
+        return match result.tool_name.as_str() {
+            "bash" => answer(
+                format!("The command said: {}", result.content.trim()),
+                vec![],
+            ),
+            _ => {
+                let city = since_user
+                    .iter()
+                    .flat_map(|m| m.tool_calls())
+                    .find_map(|c| c.arguments().ok()?.get("city")?.as_str().map(str::to_owned))
+                    .unwrap_or_else(|| city_in(&asked));
+                answer(
+                    format!("The weather in {city}: {}.", result.content),
+                    vec![],
+                )
             }
-        }
+        };
+    }
+    let id = format!("call_{}", history.len());
+    if let Some(n) = count_to(&asked) {
+        let numbers: Vec<String> = (1..=n).map(|i| i.to_string()).collect();
+        return answer(format!("{}.", numbers.join(" ")), vec![]);
+    }
+    if let Some(command) = command_in(&asked) {
+        let arguments = serde_json::json!({ "command": command }).to_string();
+        return answer(
+            format!("I will run `{command}`."),
+            vec![ToolCall::new(id, "bash", arguments)],
+        );
+    }
+    if asks_weather(&asked) {
+        let city = city_in(&asked);
+        let arguments = serde_json::json!({ "city": city }).to_string();
+        return answer(
+            format!("Let me check the weather in {city}."),
+            vec![ToolCall::new(id, "get_weather", arguments)],
+        );
+    }
+    answer(
+        format!("You said: {}.", asked.trim_end_matches('.')),
+        vec![],
+    )
+}
+
+/// Usage as a provider with a prompt cache would report it: the request's size in tokens
+/// (bytes / 4), of which the history before the newest message was read from the cache.
+fn usage(request: &ModelRequest<'_>, response: &ModelResponse) -> Usage {
+    let bytes = |messages: &[Message]| -> u64 {
+        messages
+            .iter()
+            .map(|m| serde_json::to_string(m).map_or(0, |s| s.len() as u64))
+            .sum()
+    };
+    let prefix = request.prefix.canonical_bytes().len() as u64;
+    let history = request.history;
+    let total = prefix + bytes(history);
+    let cached = prefix + bytes(&history[..history.len().saturating_sub(1)]);
+    Usage {
+        input_tokens: Some(total / 4),
+        cache_read_tokens: Some(cached / 4),
+        output_tokens: Some(response.message.text.len() as u64 / 4 + 1),
+        ..Usage::default()
     }
 }
 
@@ -127,12 +216,15 @@ impl ModelAdapter for WeatherScript {
     }
 
     async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
-        Ok(respond(request.history))
+        let mut response = respond(request.history);
+        response.usage = usage(&request, &response);
+        Ok(response)
     }
 
     fn stream<'a>(&'a self, request: ModelRequest<'a>) -> ModelEventStream<'a> {
-        let events = events(respond(request.history));
-        futures::stream::iter(events)
+        let mut response = respond(request.history);
+        response.usage = usage(&request, &response);
+        futures::stream::iter(events(response))
             .then(|event| async move {
                 tokio::time::sleep(PACE).await;
                 Ok(event)
@@ -144,6 +236,16 @@ impl ModelAdapter for WeatherScript {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn texts(response: ModelResponse) -> String {
+        events(response)
+            .into_iter()
+            .filter_map(|e| match e {
+                ModelStreamEvent::TextDelta(d) => Some(d),
+                _ => None,
+            })
+            .collect()
+    }
 
     #[test]
     fn the_city_is_the_word_after_in() {
@@ -165,14 +267,24 @@ mod tests {
             "snow, -3 °C",
         )));
         let second = respond(&history);
-        assert_eq!(second.message.text, "The weather in Oslo: snow, -3 °C.");
-        let text: String = events(second)
-            .into_iter()
-            .filter_map(|e| match e {
-                ModelStreamEvent::TextDelta(d) => Some(d),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(text, "The weather in Oslo: snow, -3 °C.");
+        assert_eq!(texts(second), "The weather in Oslo: snow, -3 °C.");
+    }
+
+    #[test]
+    fn counting_commands_and_steering_get_their_own_answers() {
+        assert_eq!(texts(respond(&[Message::user("Count to 5")])), "1 2 3 4 5.");
+        let run = respond(&[Message::user("Please run `ls -a` here")]);
+        assert_eq!(run.message.tool_calls[0].name, "bash");
+        assert_eq!(
+            run.message.tool_calls[0].raw_arguments,
+            r#"{"command":"ls -a"}"#
+        );
+        let history = vec![
+            Message::user("Count to 3"),
+            Message::assistant("1 2 3."),
+            Message::user("Say hi too."),
+        ];
+        assert_eq!(texts(respond(&history)), "You said: Say hi too.");
+        assert!(asks_weather("And in Lisbon?") && !asks_weather("Say hi in a minute"));
     }
 }

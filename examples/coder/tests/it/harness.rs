@@ -1,6 +1,7 @@
-//! The harness through the CLI (issue 14 §8): against the loopback fake, the coder's first
-//! request already carries the rules and the skill catalog, the model loads a skill, and the
-//! task lands in the memory file, which the next session's prefix shows.
+//! The harness through the CLI: against the loopback fake, the coder's first request already
+//! carries the rules and the skill catalog, the model loads a skill and records a lesson, and
+//! the task lands in the memory file and the lesson in the experience file, both of which the
+//! next session's prefix shows (and this session's does not).
 
 use halo_adapters::sim::SimReply;
 use halo_adapters::sim::openai::OpenAiSim;
@@ -37,6 +38,10 @@ async fn the_first_request_carries_the_rules_and_the_catalog_and_the_model_loads
     let sim = OpenAiSim::openai().await.unwrap();
     sim.set_reply_script([
         SimReply::tool_call("load_skill", json!({"name": "release-notes"})),
+        SimReply::tool_call(
+            "record_experience",
+            json!({"title": "notes need the style guide", "lesson": "Read references/STYLE.md of the release-notes skill first."}),
+        ),
         SimReply::text("Notes written."),
     ]);
     let out = run(coder_text(&sim, dir, &["Write the release notes."])).await;
@@ -45,6 +50,7 @@ async fn the_first_request_carries_the_rules_and_the_catalog_and_the_model_loads
     for line in [
         "rules: AGENTS.md\n",
         "memory: none yet (.agent/memory.md)\n",
+        "experience: none yet (.agent/experience.md)\n",
         "skills: 1 (release-notes), catalog ",
         "skipped .claude/skills/Broken/SKILL.md: it does not start with YAML frontmatter",
     ] {
@@ -52,7 +58,7 @@ async fn the_first_request_carries_the_rules_and_the_catalog_and_the_model_loads
     }
 
     let requests = sim.requests();
-    assert_eq!(requests.len(), 2, "{}", describe(&out));
+    assert_eq!(requests.len(), 3, "{}", describe(&out));
     let first = system_text(&requests[0]);
     assert!(
         first.contains("## AGENTS.md (file `AGENTS.md`)\nAlways answer in one sentence."),
@@ -67,11 +73,25 @@ async fn the_first_request_carries_the_rules_and_the_catalog_and_the_model_loads
         .iter()
         .map(|t| t["function"]["name"].as_str().unwrap())
         .collect();
-    for name in ["load_skill", "read_skill_file", "skill_run", "bash", "read"] {
+    for name in [
+        "load_skill",
+        "read_skill_file",
+        "skill_run",
+        "record_experience",
+        "bash",
+        "read",
+    ] {
         assert!(tools.contains(&name), "{name} in {tools:?}");
     }
-    // The skill body arrives as a tool result; the prefix does not change.
+    // The skill body arrives as a tool result, the lesson goes to the experience file; the
+    // prefix does not change.
     assert_eq!(system_text(&requests[1]), first);
+    assert_eq!(system_text(&requests[2]), first);
+    let lessons = std::fs::read_to_string(dir.join(".agent/experience.md")).unwrap();
+    assert!(
+        lessons.contains(": notes need the style guide\nRead references/STYLE.md of the release-notes skill first.\n"),
+        "{lessons}"
+    );
     let loaded = requests[1]["messages"]
         .as_array()
         .unwrap()
@@ -92,10 +112,15 @@ async fn the_first_request_carries_the_rules_and_the_catalog_and_the_model_loads
     sim.set_reply_script([SimReply::text("Nothing to do.")]);
     let again = run(coder_text(&sim, dir, &["Anything left?"])).await;
     assert!(again.status.success(), "{}", describe(&again));
-    assert!(
-        String::from_utf8_lossy(&again.stdout).contains("memory: 1 line from .agent/memory.md")
-    );
+    let again_out = String::from_utf8_lossy(&again.stdout);
+    assert!(again_out.contains("memory: 1 line from .agent/memory.md"));
+    assert!(again_out.contains("experience: 1 card from .agent/experience.md"));
     let third = system_text(sim.requests().last().unwrap());
+    assert!(
+        third.contains("(file `.agent/experience.md`)\n## ")
+            && third.contains(": notes need the style guide\n"),
+        "{third}"
+    );
     assert!(third.contains("(file `.agent/memory.md`)\n- "), "{third}");
     assert!(third.contains("task: Write the release notes."), "{third}");
 }

@@ -7,20 +7,27 @@
 //! coder gets its model from `OPENAI_*`.
 
 mod agents;
+mod approval;
 mod context;
+mod escape;
 mod harness;
 mod kill;
+mod limits;
 mod mcp;
+mod profile;
 mod sandbox;
 mod serve;
+mod serve_http;
 mod session;
+mod stores;
+mod terminal;
 
 use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use halo_adapters::sim::openai::OpenAiSim;
-use halo_core::session::{JournalEvent, SessionStore as _};
+use halo_core::session::{DEFAULT_SESSION, JournalEvent, SessionStore as _};
 use halo_stream::journal::JsonlStore;
 use serde_json::Value;
 
@@ -44,12 +51,38 @@ pub fn coder_text(sim: &OpenAiSim, dir: &Path, args: &[&str]) -> tokio::process:
         .env("OPENAI_API_KEY", "sk-test")
         .env("OPENAI_BASE_URL", sim.base_url())
         .env("OPENAI_MODEL", "sim-model")
+        // No user profiles: a config file that does not exist.
+        .env("HALO_CONFIG", dir.with_extension("no-profiles.toml"))
         .env("RUST_LOG", "warn")
+        // Approvals of projects' MCP servers go to the test's state folder, never the
+        // user's.
+        .env("XDG_STATE_HOME", state_home())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     cmd
+}
+
+/// The `XDG_STATE_HOME` every coder of the tests runs with (approvals are kept per
+/// project, and every test's project is a folder of its own).
+pub fn state_home() -> std::path::PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("coder-state")
+}
+
+/// Where the coders of the tests remember approvals of projects' MCP servers.
+pub fn approvals() -> coder::approvals::Approvals {
+    coder::approvals::Approvals::at(state_home().join("halo/mcp-approvals"))
+}
+
+/// Approves the MCP servers `dir` configures now, as a yes at the terminal would.
+pub fn approve(dir: &Path) {
+    let servers = coder::approvals::ProjectServers::read(dir)
+        .expect("the project's MCP configuration reads")
+        .expect("the project configures servers");
+    approvals()
+        .approve(dir, &servers)
+        .expect("the approval is written");
 }
 
 /// Runs `cmd` to its end (at most 60 s).
@@ -79,10 +112,11 @@ pub fn describe(out: &Output) -> String {
     )
 }
 
-/// The journal at `path`, loaded as the coder loads it.
+/// The journal at `path`, loaded as the coder loads it (no coder may have it open).
 pub async fn journal(path: &Path) -> Vec<JournalEvent> {
-    JsonlStore::new(path)
-        .load()
+    JsonlStore::open(path)
+        .unwrap_or_else(|e| panic!("the journal {} opens: {e}", path.display()))
+        .load(DEFAULT_SESSION)
         .await
         .unwrap_or_else(|e| panic!("the journal {} loads: {e}", path.display()))
 }

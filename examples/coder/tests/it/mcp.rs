@@ -9,7 +9,7 @@ use halo_adapters::sim::SimReply;
 use halo_adapters::sim::openai::OpenAiSim;
 use serde_json::{Value, json};
 
-use super::{coder_text, describe, run};
+use super::{approve, coder_text, describe, run};
 
 /// The `tool` messages of the last request the fake received.
 fn tool_results(sim: &OpenAiSim) -> Vec<String> {
@@ -58,6 +58,7 @@ async fn the_fake_model_calls_the_real_everything_server_and_reads_its_answer() 
         json!({"mcpServers": {"everything": {"command": bin, "args": ["stdio"]}}}).to_string(),
     )
     .unwrap();
+    approve(project.path());
     let sim = OpenAiSim::openai().await.unwrap();
     sim.set_reply_script([
         SimReply::tool_call(
@@ -96,6 +97,7 @@ async fn a_server_that_fails_to_start_is_reported_and_the_run_goes_on() {
         r#"{"mcpServers": {"broken": {"command": "/nonexistent/mcp-server"}}}"#,
     )
     .unwrap();
+    approve(project.path());
     let sim = OpenAiSim::openai().await.unwrap();
     sim.set_reply_script([SimReply::text("Done without it.")]);
     let out = run(coder_text(&sim, project.path(), &["--yes", "Do it."])).await;
@@ -125,6 +127,7 @@ async fn a_stdio_server_runs_in_the_project_folder() {
             .to_string(),
     )
     .unwrap();
+    approve(project.path());
     let sim = OpenAiSim::openai().await.unwrap();
     sim.set_reply_script([SimReply::text("ok")]);
     let out = run(coder_text(&sim, project.path(), &["--yes", "Do it."])).await;
@@ -133,9 +136,10 @@ async fn a_stdio_server_runs_in_the_project_folder() {
     assert_eq!(cwd.trim(), project_path.to_str().unwrap());
 }
 
-// A project's own .mcp.json names commands that would run outside the sandbox: without
-// --yes and with no terminal to ask, they do not start; --read-only starts no server at
-// all, not even one named with --mcp-config.
+// A project's own .mcp.json names commands that would run outside the sandbox: with no
+// terminal to ask they start only from a configuration the user approved before, --yes or
+// not, and the startup line says what changed and how to approve; --read-only starts no
+// server at all, not even one named with --mcp-config.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_projects_own_servers_start_only_when_the_user_agrees() {
     let project = tempfile::tempdir().unwrap();
@@ -145,19 +149,53 @@ async fn a_projects_own_servers_start_only_when_the_user_agrees() {
             .to_string();
     std::fs::write(project.path().join(".mcp.json"), &config).unwrap();
     let sim = OpenAiSim::openai().await.unwrap();
-    sim.set_reply_script([SimReply::text("ok"), SimReply::text("ok")]);
+    sim.set_reply_script([
+        SimReply::text("ok"),
+        SimReply::text("ok"),
+        SimReply::text("ok"),
+        SimReply::text("ok"),
+        SimReply::text("ok"),
+    ]);
+    for flags in [&["Do it."][..], &["--yes", "Do it."]] {
+        let out = run(coder_text(&sim, project.path(), flags)).await;
+        assert!(out.status.success(), "{}", describe(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("mcp: not started: helper from the project's .mcp.json / .agent/mcp.json: you have not approved this configuration; they run outside the sandbox, so they start only from a configuration you approved: run the coder in this folder at a terminal and answer yes"),
+            "{flags:?}: {}",
+            describe(&out)
+        );
+        assert!(
+            !sentinel.exists(),
+            "the project's server ran without consent ({flags:?})"
+        );
+    }
+
+    // Approved, it starts; changed since, it does not, and the line says what changed.
+    approve(project.path());
     let out = run(coder_text(&sim, project.path(), &["Do it."])).await;
+    assert!(out.status.success(), "{}", describe(&out));
+    assert!(
+        sentinel.exists(),
+        "the approved server did not start: {}",
+        describe(&out)
+    );
+    std::fs::remove_file(&sentinel).unwrap();
+    let changed = json!({"mcpServers": {
+        "helper": {"command": "sh", "args": ["-c", "echo changed > ran.txt"]},
+        "extra": {"command": "sh", "args": ["-c", "echo extra > ran.txt"]}
+    }})
+    .to_string();
+    std::fs::write(project.path().join(".mcp.json"), &changed).unwrap();
+    let out = run(coder_text(&sim, project.path(), &["--yes", "Do it."])).await;
     assert!(out.status.success(), "{}", describe(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("mcp: not started: helper from the project's .mcp.json / .agent/mcp.json; they would run outside the sandbox, so they start only with --yes"),
+        stdout.contains("mcp: not started: extra, helper from the project's .mcp.json / .agent/mcp.json: the configuration changed since you approved it (added `extra`, changed `helper`); they run outside the sandbox"),
         "{}",
         describe(&out)
     );
-    assert!(
-        !sentinel.exists(),
-        "the project's server ran without consent"
-    );
+    assert!(!sentinel.exists(), "a changed configuration started");
 
     let given = project.path().join("named.json");
     std::fs::write(&given, &config).unwrap();
@@ -175,7 +213,7 @@ async fn a_projects_own_servers_start_only_when_the_user_agrees() {
     assert!(out.status.success(), "{}", describe(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("mcp: 1 server(s) configured, not started: --read-only runs no commands"),
+        stdout.contains("mcp: 2 server(s) configured, not started: --read-only runs no commands"),
         "{}",
         describe(&out)
     );

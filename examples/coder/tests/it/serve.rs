@@ -1,6 +1,7 @@
-//! `coder mcp-serve` end to end with rmcp's own client: over stdio (listing, a read, a
+//! `coder mcp-serve` end to end over stdio with rmcp's own client: listing, a read, a
 //! write, a path outside the root and a command without --yes as `isError` results,
-//! --read-only), and over streamable HTTP on loopback.
+//! --read-only, bridge mode, and garbage answered with JSON-RPC errors. Over HTTP:
+//! `serve_http.rs`.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -8,12 +9,14 @@ use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::TokioChildProcess;
 use rmcp::{RoleClient, ServiceError, ServiceExt as _};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt as _;
 
-fn serve_command(dir: &Path, flags: &[&str]) -> tokio::process::Command {
+use crate::serve_http::initialize;
+
+pub fn serve_command(dir: &Path, flags: &[&str]) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_coder"));
     cmd.arg("mcp-serve")
         .arg("--dir")
@@ -35,7 +38,11 @@ async fn stdio_client(dir: &Path, flags: &[&str]) -> RunningService<RoleClient, 
         .expect("the handshake")
 }
 
-async fn call(client: &RunningService<RoleClient, ()>, name: &str, args: Value) -> (String, bool) {
+pub async fn call(
+    client: &RunningService<RoleClient, ()>,
+    name: &str,
+    args: Value,
+) -> (String, bool) {
     let Value::Object(args) = args else {
         panic!("arguments must be an object")
     };
@@ -51,7 +58,7 @@ async fn call(client: &RunningService<RoleClient, ()>, name: &str, args: Value) 
     (text.join("\n"), result.is_error == Some(true))
 }
 
-async fn names(client: &RunningService<RoleClient, ()>) -> Vec<String> {
+pub async fn names(client: &RunningService<RoleClient, ()>) -> Vec<String> {
     let tools = client.list_all_tools().await.unwrap();
     tools.iter().map(|t| t.name.to_string()).collect()
 }
@@ -172,45 +179,95 @@ async fn mcp_config_bridges_another_servers_tools_through_the_same_hooks() {
     let (text, is_error) = call(&client, "read", json!({"path": "inner.txt"})).await;
     assert!(is_error, "{text}");
 
-    // Without --yes the bridged tools count as commands, which no one can approve here.
+    // Without --yes a bridged tool is judged by the annotations its server sent: the inner
+    // server's `read` says it only reads, so it runs; a command would be denied.
     let client = stdio_client(outer.path(), &["--mcp-config", &config]).await;
     let (text, is_error) = call(&client, "mcp__inner__read", json!({"path": "inner.txt"})).await;
+    assert!(
+        !is_error && text.contains("from the inner folder"),
+        "{text}"
+    );
+    let (text, is_error) = call(&client, "bash", json!({"command": "true"})).await;
     assert!(is_error && text.contains("--yes"), "{text}");
 }
 
+/// Writes a line to a stdio server and reads its answer.
+struct Exchange<'a> {
+    stdin: &'a mut tokio::process::ChildStdin,
+    lines: &'a mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Exchange<'_> {
+    async fn line(&mut self, line: &str) -> Value {
+        use tokio::io::AsyncWriteExt as _;
+        self.stdin.write_all(line.as_bytes()).await.unwrap();
+        self.stdin.write_all(b"\n").await.unwrap();
+        let answer = tokio::time::timeout(Duration::from_secs(30), self.lines.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("no answer to {line:?} within 30 s"))
+            .unwrap()
+            .expect("an answer line");
+        serde_json::from_str(&answer).unwrap()
+    }
+}
+
+// rmcp's stdio transport drops lines that are not JSON and answers other bad messages
+// with an id-less -32600; a client then waits for an answer forever.
 #[tokio::test]
-async fn http_serves_the_tools_at_slash_mcp_on_loopback() {
+async fn stdio_answers_garbage_with_json_rpc_errors() {
+    use tokio::io::AsyncWriteExt as _;
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("a.txt"), "over http\n").unwrap();
-    let mut child = serve_command(dir.path(), &["--http", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+    let mut child = serve_command(dir.path(), &[])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let url = tokio::time::timeout(Duration::from_secs(30), async {
-        while let Some(line) = lines.next_line().await.unwrap() {
-            if let Some(url) = line.strip_prefix("serving MCP at ") {
-                return url.to_string();
-            }
-        }
-        panic!("the server ended without serving")
-    })
-    .await
-    .expect("the server listens within 30 s");
-    assert!(
-        url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
-        "{url}"
-    );
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut exchange = Exchange {
+        stdin: &mut stdin,
+        lines: &mut lines,
+    };
+    let answer = exchange.line(&initialize(1).to_string()).await;
+    assert_eq!(answer["id"], 1, "{answer}");
+    exchange
+        .stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+        .await
+        .unwrap();
+    let code = |v: &Value| (v["error"]["code"].as_i64(), v["id"].clone());
 
-    let client = ().serve(StreamableHttpClientTransport::from_uri(url)).await.unwrap();
-    assert_eq!(names(&client).await.len(), 7);
-    let (text, is_error) = call(&client, "read", json!({"path": "a.txt"})).await;
-    assert!(!is_error && text.contains("over http"), "{text}");
-    let (_, is_error) = call(&client, "read", json!({"path": "/etc/passwd"})).await;
-    assert!(is_error);
-    client.cancel().await.unwrap();
-    child.kill().await.unwrap();
+    let answer = exchange.line("this is not json").await;
+    assert_eq!(code(&answer), (Some(-32700), Value::Null), "{answer}");
+    let answer = exchange
+        .line(r#"[{"jsonrpc":"2.0","id":5,"method":"tools/list"}]"#)
+        .await;
+    assert_eq!(code(&answer), (Some(-32600), Value::Null), "{answer}");
+    let answer = exchange.line(r#"{"hello": "world"}"#).await;
+    assert_eq!(code(&answer), (Some(-32600), Value::Null), "{answer}");
+    let answer = exchange
+        .line(r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":5}}"#)
+        .await;
+    assert_eq!(code(&answer), (Some(-32602), json!(9)), "{answer}");
+    let answer = exchange.line(
+        r#"{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"ls","arguments":"."}}"#,
+    )
+    .await;
+    assert_eq!(code(&answer), (Some(-32602), json!("s")), "{answer}");
+
+    // The session goes on.
+    let answer = exchange
+        .line(r#"{"jsonrpc":"2.0","id":10,"method":"tools/list"}"#)
+        .await;
+    assert_eq!(answer["id"], 10);
+    assert_eq!(answer["result"]["tools"].as_array().unwrap().len(), 7);
+    drop(stdin);
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success());
 }
 
 // An MCP client reads stdout as JSON-RPC only: a startup line there would break it.

@@ -4,7 +4,7 @@
 use halo_adapters::openai::OpenAiCompatible;
 use halo_adapters::sim::openai::OpenAiSim;
 use halo_adapters::sim::{SimReply, count_tokens};
-use halo_core::{DynTool, HaloAgent, ToolError, ToolOutput, ToolSpec, async_trait};
+use halo_core::{DynTool, HaloAgent, ToolContext, ToolError, ToolOutput, ToolSpec, async_trait};
 use halo_strategies::Subagent;
 use serde_json::{Value, json};
 
@@ -26,7 +26,7 @@ impl DynTool for Wiki {
             json!({"type": "object", "properties": {"topic": {"type": "string"}}, "required": ["topic"]}),
         )
     }
-    async fn call_json(&self, args: Value) -> Result<ToolOutput, ToolError> {
+    async fn call_json(&self, args: Value, _cx: &ToolContext) -> Result<ToolOutput, ToolError> {
         Ok(format!("wiki page on {}", args["topic"]).into())
     }
 }
@@ -48,7 +48,7 @@ async fn the_second_sub_agent_of_a_role_reads_its_prefix_from_the_cache() {
         .system("You research animals with sub-agents.")
         .tool(Wiki)
         .unwrap()
-        .agent_tool(Subagent::new())
+        .tool(Subagent::new())
         .unwrap()
         .build();
     let out = agent.generate_text("Otters, then beavers.").await.unwrap();
@@ -107,7 +107,7 @@ async fn a_plans_requests_read_the_callers_prefix_and_history_from_the_cache() {
         .system("You research animals.")
         .tool(Wiki)
         .unwrap()
-        .agent_tool(halo_strategies::Plan::new())
+        .tool(halo_strategies::Plan::new())
         .unwrap()
         .build();
     let out = agent.generate_text("Three otter facts.").await.unwrap();

@@ -1,99 +1,108 @@
-//! `run_team` on the scripted model: the lead's roster, members in turn with broadcasts,
-//! the review, the disband.
+//! `run_team` on the scripted model: the lead's roster, then the lead calling its members
+//! as named agents in turn, their work streamed and tagged, the last one reviewing.
 
 use std::sync::Arc;
 
 use halo_core::Message;
 use halo_core::testing::ScriptedModel;
-use halo_strategies::team::{Letter, delivery};
-use team::{MemberPlan, review_task, run_team, work_task};
+use halo_strategies::team::member_prompt;
+use serde_json::json;
+use team::{kickoff, run_team, tool_name};
 
 #[tokio::test]
-async fn the_lead_proposes_members_who_work_in_turn_with_broadcasts_and_the_last_reviews() {
+async fn the_lead_calls_its_members_as_named_agents_in_turn_and_the_last_reviews() {
     let roster = r#"{"members": [
-        {"name": "ana", "role": "researcher", "assignment": "List three facts about otters."},
-        {"name": "bo", "role": "writer", "assignment": "Write a paragraph from the facts."},
-        {"name": "cy", "role": "reviewer", "assignment": "Check the paragraph."}
+        {"name": "Ana", "role": "researcher", "assignment": "List three facts about otters."},
+        {"name": "Bo", "role": "writer", "assignment": "Write a paragraph from the facts."},
+        {"name": "Cy", "role": "reviewer", "assignment": "Check the paragraph."}
     ]}"#;
+    let facts = "Otters hold hands; they use tools; they have dense fur.";
+    let paragraph =
+        "Otters hold hands while they sleep, crack shells with stones, and stay warm in dense fur.";
     let script = ScriptedModel::new()
         .text(roster)
-        .text("Otters hold hands; they use tools; they have dense fur.")
-        .text("Otters hold hands while they sleep, crack shells with stones, and stay warm in dense fur.")
-        .text("Right on all three facts. Final: the paragraph as written.");
+        .tool_call("ana", json!({"task": "List three facts about otters."}))
+        .text(facts)
+        .tool_call(
+            "bo",
+            json!({"task": format!("Write a paragraph from: {facts}")}),
+        )
+        .text(paragraph)
+        .tool_call("cy", json!({"task": format!("Review: {paragraph}")}))
+        .text("Right on all three facts.")
+        .text(format!("Final: {paragraph}"));
     let mut lines = Vec::new();
     let task = "A paragraph about otters";
-    let report = run_team(Arc::new(script.clone()), task, |l| {
+    let report = run_team(Arc::new(script.clone()), Vec::new(), task, |l| {
         lines.push(l.to_string())
     })
     .await
     .unwrap();
     script.assert_consumed();
     assert_eq!(report.roster.members.len(), 3);
-    assert_eq!(report.answers.len(), 2);
+    assert_eq!(report.result, format!("Final: {paragraph}"));
+    let answers: Vec<(&str, &str)> = report
+        .answers
+        .iter()
+        .map(|(n, a)| (n.as_str(), a.as_str()))
+        .collect();
     assert_eq!(
-        report.review,
-        "Right on all three facts. Final: the paragraph as written."
+        answers,
+        [
+            ("ana", facts),
+            ("bo", paragraph),
+            ("cy", "Right on all three facts.")
+        ]
     );
 
     let requests = script.requests();
-    assert_eq!(requests.len(), 4);
-    let [ana, bo, cy] = [0, 1, 2].map(|i| report.roster.members[i].clone());
-    let letter = |m: &MemberPlan, i: usize| Letter {
-        from: m.name.clone(),
-        text: report.answers[i].1.clone(),
-    };
-    // ana works first with an empty inbox; bo gets ana's broadcast with its task in one
-    // user turn; cy gets both answers, then the review task.
-    assert_eq!(requests[1].history, [Message::user(work_task(task, &ana))]);
+    assert_eq!(requests.len(), 8);
+    // The lead has the members as its tools, and the roster in its first turn.
+    assert_eq!(requests[1].tool_names, ["ana", "bo", "cy"]);
+    assert_eq!(
+        requests[1].history,
+        [Message::user(kickoff(task, &report.roster))]
+    );
+    // Each member: its own prompt, the task the lead gave it.
+    let ana = halo_core::StablePrefix::new(member_prompt("Ana", "researcher"));
+    assert_eq!(requests[2].fingerprint, ana.fingerprint());
     assert_eq!(
         requests[2].history,
-        [Message::user(delivery(
-            &[letter(&ana, 0)],
-            &work_task(task, &bo)
-        ))]
+        [Message::user("List three facts about otters.")]
     );
-    assert_eq!(
-        requests[3].history,
-        [Message::user(delivery(
-            &[letter(&ana, 0), letter(&bo, 1)],
-            &review_task(task, &cy)
-        ))]
-    );
-    // Each member has its own prefix.
-    assert_ne!(requests[1].fingerprint, requests[2].fingerprint);
-    // Disbanded: every member's counters, then the lead's.
-    let names: Vec<_> = report
+    // The members' work came out tagged with their names as it happened.
+    assert!(lines.contains(&format!("[ana] {facts}")), "{lines:?}");
+    assert!(lines.contains(&"[cy] Right on all three facts.".to_string()));
+    assert!(lines[0].starts_with("hired Ana (researcher)"));
+    // Each member's counters, then the roster's and the lead's (its members' included).
+    let steps: Vec<_> = report
         .stats
         .iter()
-        .map(|(n, s)| (n.as_str(), s.steps))
+        .map(|(n, s)| (n.as_str(), s.steps, s.delegated_steps))
         .collect();
-    assert_eq!(names, [("ana", 1), ("bo", 1), ("cy", 1), ("lead", 1)]);
     assert_eq!(
-        lines[0],
-        "hired ana (researcher): List three facts about otters."
-    );
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.starts_with("ana: Otters hold hands;") && l.ends_with("(sent to 2)"))
-    );
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.starts_with("cy reviews: Right on all three facts."))
+        steps,
+        [
+            ("ana", 1, 0),
+            ("bo", 1, 0),
+            ("cy", 1, 0),
+            ("roster", 1, 0),
+            ("lead", 7, 3)
+        ]
     );
 }
 
 #[tokio::test]
-async fn a_roster_of_one_is_sent_back_with_the_schema() {
+async fn a_roster_of_one_is_sent_back_with_the_schema_and_names_become_tool_names() {
     let script = ScriptedModel::new()
         .text(r#"{"members": [{"name": "solo", "role": "r", "assignment": "all"}]}"#)
-        .text(r#"{"members": [{"name": "a", "role": "r", "assignment": "x"}, {"name": "b", "role": "rev", "assignment": "y"}]}"#)
-        .text("x done")
-        .text("y: fine");
-    let report = run_team(Arc::new(script.clone()), "t", |_| {})
+        .text(r#"{"members": [{"name": "Dr. A", "role": "r", "assignment": "x"}, {"name": "b", "role": "rev", "assignment": "y"}]}"#)
+        .text("Nothing to do.");
+    let report = run_team(Arc::new(script.clone()), Vec::new(), "t", |_| {})
         .await
         .unwrap();
     assert_eq!(report.roster.members.len(), 2);
+    assert_eq!(script.requests()[2].tool_names, ["b", "dr__a"]);
+    assert_eq!(tool_name("Dr. A"), "dr__a");
     script.assert_consumed();
 }

@@ -1,82 +1,46 @@
-// Drives examples/web-chat in headless Chromium: starts the server (scripted model), types a
-// question into the page, and reads the streamed answer and the tool call back from the DOM.
-// Saves a screenshot. Run by `cargo xtask interop` after `cargo build -p web-chat` and
-// `npm run build`; alone: `WEB_CHAT_BIN=../../../target/debug/web-chat node --test test/`.
+// Drives examples/web-chat in headless Chromium: starts the server (scripted model), logs
+// in, types a question into the page, and reads the streamed answer and the tool call back
+// from the DOM. Saves a screenshot. Run by `cargo xtask interop` after `cargo build -p
+// web-chat` and `npm run build`; alone: `WEB_CHAT_BIN=../../../target/debug/web-chat node
+// --test test/chat.test.mjs`.
 //
 // Env: WEB_CHAT_BIN (server binary), CHROMIUM (default /usr/bin/chromium), SCREENSHOT (PNG path).
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { rm } from 'node:fs/promises';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { kill, launch, loggedIn, newPage, repo, startServer, tempDir } from './helpers.mjs';
 
-const web = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const repo = path.resolve(web, '..', '..', '..');
-const serverBin = process.env.WEB_CHAT_BIN ?? path.join(repo, 'target', 'debug', 'web-chat');
 const screenshot = process.env.SCREENSHOT ?? path.join(repo, 'target', 'web-chat.png');
 
+let dir;
 let server;
 let url;
-let profile;
-let context;
+let browser;
 let page;
 const chatResponses = [];
 // Every answer of 400 or more and every console error the page had.
 const failures = [];
 
-function startServer() {
-  return new Promise((resolve, reject) => {
-    server = spawn(serverBin, ['--port', '0', '--model', 'scripted', '--assets', web], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    server.on('error', reject);
-    server.on('exit', code => reject(new Error(`web-chat exited early (${code})`)));
-    let out = '';
-    server.stdout.on('data', data => {
-      out += data;
-      const m = out.match(/listening on (http:\/\/127\.0\.0\.1:\d+\/)/);
-      if (m) resolve(m[1]);
-    });
-  });
-}
-
 before(async () => {
-  url = await startServer();
-  profile = await mkdtemp(path.join(tmpdir(), 'web-chat-chromium-'));
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-    headless: true,
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-    viewport: { width: 900, height: 700 },
-  });
-  page = context.pages()[0] ?? (await context.newPage());
+  dir = await tempDir('chat');
+  server = await startServer(dir);
+  url = server.url;
+  browser = await launch();
+  page = await newPage(browser, failures);
   page.on('response', r => {
     if (r.url().endsWith('/api/chat')) chatResponses.push(r);
-    if (r.status() >= 400) failures.push(`${r.status()} ${r.url()}`);
+    // The login page asks who is logged in before anyone is (401).
+    if (r.status() >= 400 && !r.url().endsWith('/api/me')) failures.push(`${r.status()} ${r.url()}`);
   });
-  page.on('console', m => {
-    if (m.type() === 'error') failures.push(`console: ${m.text()}`);
-  });
-  await page.goto(url);
-  await page.waitForSelector('body[data-status="ready"]');
+  await loggedIn(page, url, 'ann');
 });
 
 after(async () => {
-  await context?.close();
-  server?.removeAllListeners('exit');
-  server?.kill();
-  if (profile) await rm(profile, { recursive: true, force: true });
+  await browser?.close();
+  if (server) await kill(server);
+  if (dir) await rm(dir, { recursive: true, force: true });
 });
 
 // Sends `text` and waits until the chat is ready again with `turns` assistant messages.

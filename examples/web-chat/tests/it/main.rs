@@ -1,0 +1,3 @@
+//! web-chat's black-box tests: the binary as users run it.
+
+mod shared;
