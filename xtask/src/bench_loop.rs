@@ -78,7 +78,7 @@ pub fn run() -> anyhow::Result<()> {
     let halo_bin = target.join("release/examples/loop_bench");
     let rig_bin = rig_target.join("release/rig-loop");
 
-    let fake = Fake::start()?;
+    let fake = Fake::start(STEPS)?;
     let url = format!("http://{}/v1", fake.addr);
     let runs = RUNS.to_string();
 
@@ -312,9 +312,9 @@ fn print_table(own: &[Figures], engine: &[Figures], halo: &[Figures], rig: &Figu
 /// What the fake served since the last [`Fake::take`]: per request, its body bytes and
 /// history messages (those after the leading system messages).
 #[derive(Debug, Default)]
-struct Served {
-    requests: u64,
-    bad: u64,
+pub(crate) struct Served {
+    pub(crate) requests: u64,
+    pub(crate) bad: u64,
     per_request: Vec<(u64, u64)>,
 }
 
@@ -336,16 +336,16 @@ impl Served {
     }
 }
 
-/// The loopback OpenAI-compatible fake.
-struct Fake {
-    addr: SocketAddr,
+/// The loopback OpenAI-compatible fake (also `bench sessions`'s).
+pub(crate) struct Fake {
+    pub(crate) addr: SocketAddr,
     served: Arc<Mutex<Served>>,
 }
 
 impl Fake {
     /// Listens on an ephemeral port of 127.0.0.1 and serves every connection on a thread
-    /// of its own until the process ends.
-    fn start() -> anyhow::Result<Fake> {
+    /// of its own until the process ends; its tool loops take `steps` model calls.
+    pub(crate) fn start(steps: usize) -> anyhow::Result<Fake> {
         let listener = TcpListener::bind("127.0.0.1:0").context("binding the fake")?;
         let addr = listener.local_addr()?;
         let served = Arc::new(Mutex::new(Served::default()));
@@ -354,7 +354,7 @@ impl Fake {
             for conn in listener.incoming().flatten() {
                 let served = shared.clone();
                 std::thread::spawn(move || {
-                    let _ = serve(conn, &served);
+                    let _ = serve(conn, &served, steps);
                 });
             }
         });
@@ -362,13 +362,13 @@ impl Fake {
     }
 
     /// What was served since the last call.
-    fn take(&self) -> Served {
+    pub(crate) fn take(&self) -> Served {
         std::mem::take(&mut *self.served.lock().unwrap_or_else(|e| e.into_inner()))
     }
 }
 
 /// Serves one keep-alive connection: `POST …/chat/completions` with a JSON body.
-fn serve(conn: TcpStream, served: &Mutex<Served>) -> std::io::Result<()> {
+fn serve(conn: TcpStream, served: &Mutex<Served>, steps: usize) -> std::io::Result<()> {
     conn.set_nodelay(true)?;
     let mut writer = conn.try_clone()?;
     let mut reader = BufReader::new(conn);
@@ -412,7 +412,7 @@ fn serve(conn: TcpStream, served: &Mutex<Served>) -> std::io::Result<()> {
                 let mut s = served.lock().unwrap_or_else(|e| e.into_inner());
                 s.requests += 1;
                 s.per_request.push((body.len() as u64, history));
-                completion(tool_results)
+                completion(tool_results, steps)
             }
             None => {
                 served.lock().unwrap_or_else(|e| e.into_inner()).bad += 1;
@@ -482,11 +482,11 @@ fn read_request(body: &[u8]) -> Option<(usize, u64)> {
     Some((tool_results, history))
 }
 
-/// The canned answer after `tool_results` tool results: byte for byte the one in
-/// `crates/halo-adapters/examples/loop_bench.rs`.
-fn completion(tool_results: usize) -> String {
+/// The canned answer after `tool_results` tool results in a loop of `steps` model calls:
+/// with 20, byte for byte the one in `crates/halo-adapters/examples/loop_bench.rs`.
+fn completion(tool_results: usize, steps: usize) -> String {
     let usage = r#""usage":{"prompt_tokens":50000,"completion_tokens":12,"total_tokens":50012,"prompt_tokens_details":{"cached_tokens":49000}}"#;
-    if tool_results + 1 < STEPS {
+    if tool_results + 1 < steps {
         let n = tool_results;
         format!(
             r#"{{"id":"chatcmpl-loop","object":"chat.completion","created":1700000000,"model":"loop-fake","choices":[{{"index":0,"message":{{"role":"assistant","content":null,"tool_calls":[{{"id":"call_{n}","type":"function","function":{{"name":"lookup","arguments":"{{\"key\":\"k{n}\"}}"}}}}]}},"finish_reason":"tool_calls"}}],{usage}}}"#
@@ -494,7 +494,7 @@ fn completion(tool_results: usize) -> String {
     } else {
         format!(
             r#"{{"id":"chatcmpl-loop","object":"chat.completion","created":1700000000,"model":"loop-fake","choices":[{{"index":0,"message":{{"role":"assistant","content":"Done: looked up k0 to k{} and found every value."}},"finish_reason":"stop"}}],{usage}}}"#,
-            STEPS - 2
+            steps - 2
         )
     }
 }
@@ -513,16 +513,16 @@ mod tests {
     #[test]
     fn the_fake_calls_a_tool_nineteen_times_then_answers() {
         for n in 0..STEPS - 1 {
-            let v: Value = serde_json::from_str(&completion(n)).unwrap();
+            let v: Value = serde_json::from_str(&completion(n, STEPS)).unwrap();
             assert_eq!(v["choices"][0]["finish_reason"], "tool_calls", "{n}");
         }
-        let v: Value = serde_json::from_str(&completion(STEPS - 1)).unwrap();
+        let v: Value = serde_json::from_str(&completion(STEPS - 1, STEPS)).unwrap();
         assert_eq!(v["choices"][0]["finish_reason"], "stop");
     }
 
     #[test]
     fn the_fake_answers_over_keep_alive_http() {
-        let fake = Fake::start().unwrap();
+        let fake = Fake::start(STEPS).unwrap();
         let mut conn = TcpStream::connect(fake.addr).unwrap();
         let body = r#"{"messages":[{"role":"user","content":"q"}]}"#;
         for _ in 0..2 {
@@ -549,7 +549,7 @@ mod tests {
             }
             let mut answer = vec![0; length];
             reader.read_exact(&mut answer).unwrap();
-            assert_eq!(answer, completion(0).as_bytes());
+            assert_eq!(answer, completion(0, STEPS).as_bytes());
         }
         let served = fake.take();
         assert_eq!(served.requests, 2);

@@ -1,7 +1,8 @@
 //! `cargo xtask ci`: the single CI recipe, run by `.ci/run` and `.github/workflows/ci.yml`.
 //!
 //! tidy → fmt check → clippy `-D warnings` (all targets, all features) → doctests →
-//! interop (the `ai` npm package and headless Chromium read halo-stream's bytes) → tests
+//! interop (the `ai` npm package and headless Chromium read halo-stream's bytes) → the
+//! Restate server from npm (the durable-run tests start it) → tests
 //! (nextest when present; last, so its summary is the run's closing test line) → `cargo doc`
 //! with `-D warnings`. The embedded-model tests need its build prerequisites and the model
 //! file, so those are set up first.
@@ -62,8 +63,13 @@ pub fn run() -> anyhow::Result<()> {
         run_cmd(Command::new("cargo").args(["fmt", "--all", "--", "--check"]))
     })?;
     step(
-        "prerequisites of the embedded model and the OS sandbox of bash",
-        || crate::prereqs::ensure().and_then(|()| crate::prereqs::ensure_sandbox()),
+        "prerequisites of the embedded model, the OS sandbox of bash, the tests and the session stores",
+        || {
+            crate::prereqs::ensure()
+                .and_then(|()| crate::prereqs::ensure_sandbox())
+                .and_then(|()| crate::prereqs::ensure_tests())
+                .and_then(|()| crate::prereqs::ensure_servers())
+        },
     )?;
     step("clippy", || {
         run_cmd(Command::new("cargo").args([
@@ -88,25 +94,40 @@ pub fn run() -> anyhow::Result<()> {
         "interop: the ai npm client and headless Chromium read halo-stream",
         crate::interop::run,
     )?;
+    let mut restate = PathBuf::new();
+    step("the Restate server for the durable-run tests (npm)", || {
+        restate = crate::restate::ensure()?;
+        eprintln!("restate-server: {}", restate.display());
+        Ok(())
+    })?;
     step("tests", || {
+        // Named, the server is required: a durable-run test fails rather than skips.
         if has_nextest() {
-            run_cmd(Command::new("cargo").args([
-                "nextest",
-                "run",
-                "--workspace",
-                "--all-features",
-                "--no-fail-fast",
-            ]))
+            run_cmd(
+                Command::new("cargo")
+                    .args([
+                        "nextest",
+                        "run",
+                        "--workspace",
+                        "--all-features",
+                        "--no-fail-fast",
+                    ])
+                    .env("HALO_RESTATE_SERVER", &restate),
+            )
         } else {
             eprintln!("skip: cargo-nextest not installed; using cargo test");
-            run_cmd(Command::new("cargo").args([
-                "test",
-                "--workspace",
-                "--all-features",
-                "--lib",
-                "--bins",
-                "--tests",
-            ]))
+            run_cmd(
+                Command::new("cargo")
+                    .args([
+                        "test",
+                        "--workspace",
+                        "--all-features",
+                        "--lib",
+                        "--bins",
+                        "--tests",
+                    ])
+                    .env("HALO_RESTATE_SERVER", &restate),
+            )
         }
     })?;
     step("docs", || {

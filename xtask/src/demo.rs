@@ -1,5 +1,5 @@
 //! `cargo xtask demo ["TASK"] [--dir DIR] [--max-steps N] [--context-window N] [--read-only]
-//! [--yes] [--sandbox MODE] [--network] [--session FILE] [--resume] [--json]
+//! [--yes] [--sandbox MODE] [--network] [--session FILE|URL] [--resume] [--json]
 //! [--mcp-config FILE]...`: sets up what is
 //! missing, then runs `examples/coder`
 //! (the flags are the coder's and are passed on to it).
@@ -152,7 +152,7 @@ struct Flags {
     yes: bool,
     sandbox: Option<String>,
     network: bool,
-    session: Option<std::path::PathBuf>,
+    session: Option<String>,
     resume: bool,
     json: bool,
     mcp_config: Vec<std::path::PathBuf>,
@@ -190,10 +190,14 @@ fn coder_flags(dir: &std::path::Path, f: &Flags) -> anyhow::Result<Vec<std::ffi:
         flag("--network", None);
     }
     if let Some(session) = &f.session {
-        flag(
-            "--session",
-            Some(std::path::absolute(session)?.into_os_string()),
-        );
+        // A store URL goes through as given; a file is made absolute, as the coder runs in
+        // another folder.
+        let value = if session.contains("://") {
+            session.into()
+        } else {
+            std::path::absolute(session)?.into_os_string()
+        };
+        flag("--session", Some(value));
     }
     if f.resume {
         flag("--resume", None);
@@ -276,6 +280,21 @@ mod tests {
                 "/tmp/b.json",
             ]
         );
+        for url in [
+            "postgres://halo@127.0.0.1:5432/halo?session=team",
+            "redis://127.0.0.1:6379",
+        ] {
+            let flags = Flags {
+                session: Some(url.into()),
+                ..Flags::default()
+            };
+            let args = coder_flags(std::path::Path::new("/tmp/p"), &flags).unwrap();
+            assert_eq!(
+                args,
+                ["--dir", "/tmp/p", "--session", url],
+                "a URL passes unchanged"
+            );
+        }
         let none = coder_flags(std::path::Path::new("/tmp/p"), &Flags::default()).unwrap();
         assert_eq!(none, ["--dir", "/tmp/p"], "flags not given are not passed");
     }

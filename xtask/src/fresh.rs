@@ -81,6 +81,9 @@ pub const INCLUDE: &[(&str, &str)] = &[
 
 /// Where the clone lives inside the chroot.
 const CHECKOUT: &str = "/root/halo";
+/// Where the host's tree is put by `pivot_root` before it is detached (an empty folder in the
+/// root; see `inside`).
+const OLD_ROOT: &str = ".oldroot";
 
 /// How long a cached debootstrap result is used before a new one is made.
 const CACHE_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -334,9 +337,9 @@ mod imp {
     use nix::unistd::{Pid, Uid};
 
     use super::{
-        CHECKOUT, HOSTS, INCLUDE, LOCAL_CAS, MIRROR, Probe, Reach, SUITE, TLS_VARS, VARIANT,
-        active_toolchain, apt_sources, cache_key, cache_usable, judge, mount_options, mounts_under,
-        readme_first_command, remove_unless_mounted, skip_line, space_problem,
+        CHECKOUT, HOSTS, INCLUDE, LOCAL_CAS, MIRROR, OLD_ROOT, Probe, Reach, SUITE, TLS_VARS,
+        VARIANT, active_toolchain, apt_sources, cache_key, cache_usable, judge, mount_options,
+        mounts_under, readme_first_command, remove_unless_mounted, skip_line, space_problem,
     };
     use crate::root;
 
@@ -713,14 +716,27 @@ mod imp {
         }
 
         /// Runs `argv` inside the chroot, in the clone, as a new login would.
+        ///
+        /// The root is entered with `pivot_root` in a mount namespace of the command's own
+        /// (`unshare --mount`), not with chroot(2) alone: the kernel refuses a new user
+        /// namespace to a chrooted process (user_namespaces(7): EPERM "in a chroot
+        /// environment"), and the OS sandbox of `bash`, which the tests inside run, gives
+        /// every command one. After `pivot_root` the process's root is its namespace's root,
+        /// so it is not "chrooted"; the host's tree is detached (`umount -l`) before the
+        /// command starts. The root is a mount point already (`mount_all`).
         fn inside(
             &self,
             root: &Path,
             env: &[(String, String)],
             argv: &[String],
         ) -> anyhow::Result<()> {
-            let mut cmd = Command::new("chroot");
-            cmd.arg(root)
+            std::fs::create_dir_all(root.join(OLD_ROOT))?;
+            let mut cmd = Command::new("unshare");
+            cmd.args(["--mount", "--propagation", "private", "--", "sh", "-c"])
+                .arg(format!(
+                    "cd \"$0\" && pivot_root . {OLD_ROOT} && umount -l /{OLD_ROOT} && exec /usr/sbin/chroot . \"$@\""
+                ))
+                .arg(root)
                 .args(["/usr/bin/env", "-i", "-C", CHECKOUT])
                 .args(env.iter().map(|(k, v)| format!("{k}={v}")))
                 .args(argv)

@@ -8,7 +8,8 @@
 //! 3. Builds `examples/web-chat` (the server with `cargo build`, the page with esbuild) and
 //!    drives it in headless Chromium (`examples/web-chat/web/test`, playwright-core on the
 //!    system's `chromium`): a typed question, the streamed answer and the tool call read back
-//!    from the page, a screenshot saved as `target/web-chat.png`.
+//!    from the page, a screenshot saved as `target/web-chat.png`; then the gateway's browser
+//!    tests (`interop_gateway.rs`).
 //!
 //! Needs `node` (20 or newer, for playwright-core), `npm` and `chromium`; as root on Debian
 //! they are installed with apt-get when missing, and where Debian's Node.js is older (bookworm
@@ -67,6 +68,7 @@ pub fn run() -> anyhow::Result<()> {
     crate::interop_mcp::client()?;
     crate::interop_mcp::server()?;
     crate::interop_skills::run(&root)?;
+    crate::interop_otel::run(&root)?;
 
     if std::env::var_os("HALO_SKIP_BROWSER").is_some_and(|v| v != "0") {
         eprintln!("skip: the web-chat browser test (HALO_SKIP_BROWSER is set)");
@@ -107,7 +109,7 @@ fn browser_test(root: &Path) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64(),
         screenshot.display()
     );
-    Ok(())
+    crate::interop_gateway::browser(&web, &target.join("debug/web-chat"), CHROMIUM)
 }
 
 /// `$CARGO_TARGET_DIR`, or `target/` in the workspace.

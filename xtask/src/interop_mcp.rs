@@ -7,8 +7,9 @@
 //! failure, a server killed mid-call, `list_changed`, and the coder calling
 //! `mcp__everything__echo` through a loopback model. Without the variable those tests skip.
 //!
-//! [`server`] checks `coder mcp-serve` over stdio and streamable HTTP, in both protocol eras,
-//! with two clients:
+//! [`server`] checks `coder mcp-serve` over stdio and streamable HTTP (the clients send the
+//! bearer token the server gets in `HALO_MCP_TOKEN`, and see `401` without it), in both
+//! protocol eras, with two clients:
 //! 1. the official Python MCP client (PyPI `mcp` 2.x, pinned in
 //!    `crates/halo-mcp/tests/peers/python/requirements.txt`;
 //!    `crates/halo-mcp/tests/peers/python/test_server.py`). The packages go into a venv under

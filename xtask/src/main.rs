@@ -7,8 +7,11 @@
 //!   folder; prints its path.
 //! - `cargo xtask demo ["TASK"] [--dir DIR] [--max-steps N] [--read-only] [--yes]`: set up
 //!   what is missing, then run the coding agent.
-//! - `cargo xtask bench <name>`: print measurements (`cache`, `context`, `local-cache`, `loop`, `models`, `sse`, `tools`).
+//! - `cargo xtask bench <name>`: print measurements (`cache`, `context`, `local-cache`, `loop`,
+//!   `models`, `sessions`, `sse`, `tools`).
 //! - `cargo xtask release`: check versions and the changelog, package every crate, print the tag.
+//! - `cargo xtask restate`: install the Restate server the durable-run tests start (npm, pinned
+//!   by `examples/durable/restate`, installed there); prints its path.
 //!
 //! xtask depends on no Halo crate: what needs one runs as an example (or, for `bench context`,
 //! the package `examples/context-bench`) through `cargo run`, so a broken adapter cannot break
@@ -19,6 +22,7 @@ mod bench_context;
 mod bench_local;
 mod bench_loop;
 mod bench_models;
+mod bench_sessions;
 mod bench_sse;
 mod bench_tools;
 mod ci;
@@ -26,11 +30,14 @@ mod cli;
 mod demo;
 mod fresh;
 mod interop;
+mod interop_gateway;
 mod interop_mcp;
+mod interop_otel;
 mod interop_skills;
 mod model;
 mod prereqs;
 mod release;
+mod restate;
 
 use anyhow::bail;
 use clap::Parser as _;

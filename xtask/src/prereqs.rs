@@ -1,6 +1,8 @@
 //! Checks (and on Debian/Ubuntu as root, installs) what building the embedded model needs:
 //! cmake, make, a C++ compiler and libclang for llama.cpp, and pip for fetching the model;
-//! bubblewrap for the OS sandbox of `bash`.
+//! bubblewrap for the OS sandbox of `bash`; keyutils for the escape suite's keyring attempts;
+//! the PostgreSQL and Redis servers that the session stores' tests start; `unshare` and `ip`
+//! for the durable-run tests' network namespaces.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -163,6 +165,61 @@ const SANDBOX_NEEDS: &[Need] = &[Need {
     debian: &["bubblewrap"],
 }];
 
+/// What the tests need beyond the sandbox: `keyctl` (keyutils), with which the escape suite
+/// stores a key on the machine and looks for one a command planted.
+const TEST_NEEDS: &[Need] = &[Need {
+    what: "keyutils (keyctl, for the escape suite's keyring attempts)",
+    present: || on_path("keyctl"),
+    debian: &["keyutils"],
+}];
+
+/// The folder of PostgreSQL's server binaries: `pg_config --bindir`, else the newest
+/// `/usr/lib/postgresql/*/bin` (where Debian's `postgresql` package puts them, off the
+/// `PATH`), else the `PATH`. The same search as `halo_stream::testing::postgres_bin_dir`.
+fn has_postgres_server() -> bool {
+    let has = |dir: &Path| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file();
+    let bindir = Command::new("pg_config")
+        .arg("--bindir")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    if bindir.is_some_and(|d| has(&d)) {
+        return true;
+    }
+    let debian = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .any(|e| has(&e.path().join("bin")));
+    debian || (on_path("initdb") && on_path("pg_ctl"))
+}
+
+/// The servers the session stores' tests start (halo-stream's `testing` feature): without
+/// them those tests skip outside CI and fail in CI.
+const SERVER_NEEDS: &[Need] = &[
+    Need {
+        what: "PostgreSQL (initdb, pg_ctl: the Postgres session store's tests)",
+        present: has_postgres_server,
+        debian: &["postgresql"],
+    },
+    Need {
+        what: "Redis (redis-server: the Redis session store's tests)",
+        present: || on_path("redis-server") || Path::new("/usr/bin/redis-server").is_file(),
+        debian: &["redis-server"],
+    },
+];
+
+/// Makes sure the PostgreSQL and Redis servers are installed: with apt-get on a Debian-like
+/// system as root; elsewhere fails with what to install.
+pub fn ensure_servers() -> anyhow::Result<()> {
+    ensure_needs(
+        SERVER_NEEDS,
+        "Elsewhere install PostgreSQL and Redis with your package manager (or set \
+         HALO_POSTGRES_BIN to the folder of initdb and pg_ctl).",
+    )
+}
+
 /// Makes sure the build prerequisites of the `local` feature are present. On a Debian-like
 /// system as root, installs missing ones with apt-get; elsewhere fails with what to install.
 pub fn ensure() -> anyhow::Result<()> {
@@ -180,6 +237,42 @@ pub fn ensure_sandbox() -> anyhow::Result<()> {
         SANDBOX_NEEDS,
         "Elsewhere install bubblewrap with your package manager; without it commands run \
          only with --sandbox full-access (no OS sandbox).",
+    )
+}
+
+/// Makes sure what the tests need beyond the sandbox is present (keyutils): installed with
+/// apt-get on a Debian-like system as root; elsewhere fails with what to install.
+pub fn ensure_tests() -> anyhow::Result<()> {
+    ensure_needs(
+        TEST_NEEDS,
+        "Elsewhere install keyutils with your package manager; without it the escape suite \
+         skips its keyring attempts.",
+    )
+}
+
+/// What the durable-run tests need around the Restate server: a network namespace of
+/// their own (`unshare`, util-linux) with its loopback brought up (`ip`, iproute2).
+const NETNS_NEEDS: &[Need] = &[
+    Need {
+        what: "unshare (util-linux: a network namespace per durable-run test)",
+        present: || on_path("unshare"),
+        debian: &["util-linux"],
+    },
+    Need {
+        what: "ip (iproute2: loopback up in that namespace)",
+        present: || {
+            on_path("ip") || Path::new("/usr/sbin/ip").is_file() || Path::new("/sbin/ip").is_file()
+        },
+        debian: &["iproute2"],
+    },
+];
+
+/// Makes sure `unshare` and `ip` are present for the durable-run tests: installed with
+/// apt-get on a Debian-like system as root; elsewhere fails with what to install.
+pub fn ensure_netns() -> anyhow::Result<()> {
+    ensure_needs(
+        NETNS_NEEDS,
+        "Elsewhere install util-linux and iproute2 with your package manager.",
     )
 }
 
