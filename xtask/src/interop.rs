@@ -204,7 +204,8 @@ fn node_package() -> Option<String> {
     Some(format!("node-linux-{cpu}@{NODE_FROM_NPM_MAJOR}"))
 }
 
-/// The major version in `node --version`'s output (`v18.20.4`).
+/// The major version in `node --version`'s output (`v18.20.4`), or `npm --version`'s
+/// (`9.2.0`).
 fn node_major(version: &str) -> Option<u32> {
     version
         .trim()
@@ -260,12 +261,69 @@ pub fn ensure_node() -> anyhow::Result<()> {
             );
         }
     }
+    ensure_npm()?;
     if node_major(&version).unwrap_or(0) < 22 {
         // `ai` 7 declares `engines.node >=22`; its client code runs on node 20 (these tests
         // pass there), so this is a note, not a failure.
         eprintln!("note: node {version}; the `ai` package declares node >=22");
     }
     Ok(())
+}
+
+/// The oldest npm major that installs every npm project here. Debian bookworm's npm (9.2)
+/// cannot install the skills corpus (`crates/halo-sandbox/tests/skills-interop`): its lock
+/// file links `@elizaos/core` to a local stand-in through `overrides`, and npm 9.2 asks the
+/// registry for the real version, which does not exist (`ETARGET`); npm 9.9 and 10 install it.
+const NPM_MIN_MAJOR: u32 = 10;
+
+/// The npm installed when the machine's is older: 10, which runs on the Node.js 20 and 22
+/// this task accepts or installs (npm 11 needs Node.js 20.17 or newer).
+const NPM_FROM_NPM: &str = "npm@10";
+
+/// Makes sure `npm` is [`NPM_MIN_MAJOR`] or newer; as root, installs [`NPM_FROM_NPM`] into
+/// `/usr/local` (ahead of Debian's `/usr/bin/npm` on the PATH) when it is older. A version
+/// that cannot be read is left as it is.
+fn ensure_npm() -> anyhow::Result<()> {
+    let Some(found) = npm_version() else {
+        return Ok(());
+    };
+    match node_major(&found) {
+        Some(major) if major < NPM_MIN_MAJOR => {}
+        _ => return Ok(()),
+    }
+    if !is_root() {
+        bail!(
+            "npm {found} is too old: the skills corpus needs npm {NPM_MIN_MAJOR} or newer; \
+             install one (as root this task does it with `npm install --global --prefix \
+             /usr/local {NPM_FROM_NPM}`)"
+        );
+    }
+    eprintln!(
+        "xtask: npm {found} is older than {NPM_MIN_MAJOR}; installing {NPM_FROM_NPM} from the \
+         npm registry into /usr/local"
+    );
+    run_cmd(
+        Command::new("npm")
+            .args(["install", "--global", "--prefix", "/usr/local"])
+            .args(["--no-audit", "--no-fund"])
+            .arg(NPM_FROM_NPM),
+    )?;
+    let now = npm_version().unwrap_or_default();
+    if node_major(&now).unwrap_or(0) < NPM_MIN_MAJOR {
+        bail!(
+            "installed {NPM_FROM_NPM} into /usr/local/bin, but `npm` on the PATH is still \
+             {now}; put /usr/local/bin before /usr/bin in PATH"
+        );
+    }
+    Ok(())
+}
+
+/// What `npm --version` prints (`9.2.0`), when it runs.
+fn npm_version() -> Option<String> {
+    let out = Command::new("npm").arg("--version").output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
 /// A virtualenv at `venv` with the pip `requirements` file installed, (re)installed when the
@@ -323,5 +381,8 @@ mod tests {
         assert_eq!(node_major("v22.23.5"), Some(22));
         assert_eq!(node_major(""), None);
         assert_eq!(node_major("garbage"), None);
+        // npm prints its version without the `v`.
+        assert_eq!(node_major("9.2.0\n"), Some(9));
+        assert_eq!(node_major("11.19.1"), Some(11));
     }
 }
