@@ -142,11 +142,41 @@ impl CacheCheck {
 type Digest = (u64, u64);
 
 fn message_digest(message: &Message) -> Digest {
-    let bytes = serde_json::to_vec(message).unwrap_or_default();
-    let hash = Sha256::digest(&bytes);
+    // The JSON goes straight into the hash: no buffer per message.
+    let mut sink = HashSink {
+        hasher: Sha256::new(),
+        len: 0,
+    };
+    if serde_json::to_writer(&mut sink, message).is_err() {
+        // Not reachable for a `Message` (its serialization cannot fail); hashed as empty,
+        // as before.
+        sink = HashSink {
+            hasher: Sha256::new(),
+            len: 0,
+        };
+    }
+    let hash = sink.hasher.finalize();
     let mut first = [0u8; 8];
     first.copy_from_slice(&hash[..8]);
-    (u64::from_le_bytes(first), bytes.len() as u64)
+    (u64::from_le_bytes(first), sink.len)
+}
+
+/// An `io::Write` that hashes what is written and counts its bytes.
+struct HashSink {
+    hasher: Sha256,
+    len: u64,
+}
+
+impl std::io::Write for HashSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.hasher.update(buf);
+        self.len += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// What the ledger knows of a request before it is sent ([`CacheLedger::plan`]); handed back

@@ -99,11 +99,11 @@ pub(crate) fn chat_span(
     parent: &tracing::Span,
     streaming: bool,
 ) -> tracing::Span {
-    let span_name = format!("chat {}", model.model_name());
+    // Formatted only when a subscriber takes the span.
     tracing::info_span!(
         parent: parent,
         "chat",
-        "otel.name" = span_name.as_str(),
+        "otel.name" = %format_args!("chat {}", model.model_name()),
         "otel.kind" = "client",
         "otel.status_code" = Empty,
         "gen_ai.operation.name" = "chat",

@@ -136,4 +136,12 @@ impl PendingStep {
     pub(super) fn complete(&self) -> bool {
         self.results.iter().all(Option::is_some)
     }
+
+    /// Whether every call but call `i` has its result (so `i`'s completes the step).
+    pub(super) fn complete_but(&self, i: usize) -> bool {
+        self.results
+            .iter()
+            .enumerate()
+            .all(|(j, r)| j == i || r.is_some())
+    }
 }

@@ -543,10 +543,12 @@ impl RunState {
         if step.reviewing == Some(i) {
             step.reviewing = None;
         }
-        step.results[i] = Some(result.clone());
-        if step.complete() {
+        if step.complete_but(i) {
+            // The last result: it is journaled with the whole step.
+            step.results[i] = Some(result);
             self.commit_tools(config, at_ms);
         } else {
+            step.results[i] = Some(result.clone());
             self.journal
                 .push(JournalEvent::ToolResult { result, at_ms });
         }
