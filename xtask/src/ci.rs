@@ -1,11 +1,15 @@
 //! `cargo xtask ci`: the single CI recipe, run by `.ci/run` and `.github/workflows/ci.yml`.
 //!
 //! tidy → fmt check → clippy `-D warnings` (all targets, all features) → doctests →
-//! interop (the `ai` npm package and headless Chromium read halo-stream's bytes) → the
-//! Restate server from npm (the durable-run tests start it) → tests
-//! (nextest when present; last, so its summary is the run's closing test line) → `cargo doc`
-//! with `-D warnings`. The embedded-model tests need its build prerequisites and the model
-//! file, so those are set up first.
+//! interop (the `ai` npm package, headless Chromium, MCP servers and clients, the skills
+//! validator and an OTLP receiver read Halo's bytes) → the Restate server from npm (the
+//! durable-run tests start it) → tests (nextest when present; last, so its summary is the
+//! run's closing test line; the Rust tests that read what interop's peers left run here,
+//! once) → `cargo doc` with `-D warnings`. The embedded-model tests need its build
+//! prerequisites and the model file, so those are set up first.
+//!
+//! Everything after clippy builds with one feature set (`--workspace --all-features`), so
+//! each crate is compiled once for the doctests, interop's binaries and the tests.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -90,9 +94,13 @@ pub fn run() -> anyhow::Result<()> {
     step("doctests", || {
         run_cmd(Command::new("cargo").args(["test", "--workspace", "--all-features", "--doc"]))
     })?;
+    let mut peers = Vec::new();
     step(
-        "interop: the ai npm client and headless Chromium read halo-stream",
-        crate::interop::run,
+        "interop: the ai npm client, headless Chromium, MCP peers, the skills validator and an OTLP receiver",
+        || {
+            peers = crate::interop::peers()?.env;
+            Ok(())
+        },
     )?;
     let mut restate = PathBuf::new();
     step("the Restate server for the durable-run tests (npm)", || {
@@ -112,6 +120,7 @@ pub fn run() -> anyhow::Result<()> {
                         "--all-features",
                         "--no-fail-fast",
                     ])
+                    .envs(peers.iter().map(|(k, v)| (k, v)))
                     .env("HALO_RESTATE_SERVER", &restate),
             )
         } else {
@@ -126,6 +135,7 @@ pub fn run() -> anyhow::Result<()> {
                         "--bins",
                         "--tests",
                     ])
+                    .envs(peers.iter().map(|(k, v)| (k, v)))
                     .env("HALO_RESTATE_SERVER", &restate),
             )
         }

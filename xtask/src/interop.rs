@@ -1,20 +1,30 @@
 //! `cargo xtask interop`: halo-stream checked by clients nobody here wrote.
 //!
-//! 1. Writes the UI Message Stream of each scripted scenario
-//!    (`cargo run -p halo-stream --example transcript`) to `target/halo-stream-interop/`.
+//! Everything is built once, with the workspace's feature set (`cargo build --workspace
+//! --all-features --bins --examples`, the same artifacts the test run of `cargo xtask ci`
+//! uses, so CI compiles nothing twice); the peers below run those binaries.
+//!
+//! 1. Writes the UI Message Stream of each scripted scenario (the `transcript` example of
+//!    halo-stream) to `target/halo-stream-interop/`.
 //! 2. Feeds them to the `ai` npm package's own parser and chat client with node's test runner
 //!    (`crates/halo-stream/tests/node`, `npm ci` first when its `node_modules` is missing or
 //!    older than its lock file).
-//! 3. Builds `examples/web-chat` (the server with `cargo build`, the page with esbuild) and
-//!    drives it in headless Chromium (`examples/web-chat/web/test`, playwright-core on the
-//!    system's `chromium`): a typed question, the streamed answer and the tool call read back
-//!    from the page, a screenshot saved as `target/web-chat.png`; then the gateway's browser
-//!    tests (`interop_gateway.rs`).
+//! 3. MCP (`interop_mcp.rs`), skills (`interop_skills.rs`) and OpenTelemetry
+//!    (`interop_otel.rs`): the npm servers installed, the Python client, the MCP Inspector and
+//!    the PyPI skills validator run, the OTLP receiver decodes a run's spans.
+//! 4. Builds the page of `examples/web-chat` with esbuild and drives the server in headless
+//!    Chromium (`examples/web-chat/web/test`, playwright-core on the system's `chromium`): a
+//!    typed question, the streamed answer and the tool call read back from the page, a
+//!    screenshot saved as `target/web-chat.png`; then the gateway's browser tests
+//!    (`interop_gateway.rs`).
+//! 5. The Rust tests that read what the peers left ([`Peers`]: the npm servers' folder, the
+//!    validator's verdicts, the received spans). Alone, `cargo xtask interop` runs them with
+//!    nextest; `cargo xtask ci` passes [`Peers`] to its one test run of the workspace instead.
 //!
 //! Needs `node` (20 or newer, for playwright-core), `npm` and `chromium`; as root on Debian
 //! they are installed with apt-get when missing, and where Debian's Node.js is older (bookworm
 //! has 18) Node.js 22 is installed from the npm registry into `/usr/local`.
-//! `HALO_SKIP_BROWSER=1` skips step 3.
+//! `HALO_SKIP_BROWSER=1` skips step 4.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -33,28 +43,81 @@ const WEB_CHAT_DIR: &str = "examples/web-chat/web";
 /// Debian's Chromium.
 const CHROMIUM: &str = "/usr/bin/chromium";
 
+/// The nextest filter of the Rust tests that read what the peers left (each prints a skip
+/// line and passes when its variable is unset).
+const PEER_TESTS: &str = "package(halo-mcp) & binary(it) & test(/^peers::/) \
+    | package(coder) & binary(it) & test(/^mcp::/) \
+    | package(halo-sandbox) & binary(it) & test(/^harness::interop::/) \
+    | package(otel) & binary(it) & test(/^received::/)";
+
+/// What the peers left for the Rust tests: environment variables naming it.
+pub struct Peers {
+    pub env: Vec<(&'static str, PathBuf)>,
+}
+
+/// `cargo xtask interop`: the peers, then the Rust tests that read what they left.
 pub fn run() -> anyhow::Result<()> {
+    let started = Instant::now();
+    let peers = peers()?;
+    let nextest = Command::new("cargo")
+        .args(["nextest", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let mut cmd = Command::new("cargo");
+    if nextest {
+        cmd.args([
+            "nextest",
+            "run",
+            "--workspace",
+            "--all-features",
+            "--no-fail-fast",
+            "-E",
+            PEER_TESTS,
+        ]);
+    } else {
+        // libtest's name filters: each matches the module of one group of peer tests.
+        cmd.args([
+            "test",
+            "--workspace",
+            "--all-features",
+            "--no-fail-fast",
+            "--test",
+            "it",
+            "--",
+            "peers::",
+            "mcp::",
+            "harness::interop::",
+            "received::",
+        ]);
+    }
+    cmd.envs(peers.env.iter().map(|(k, v)| (k, v)));
+    run_cmd(&mut cmd)?;
+    eprintln!(
+        "xtask interop: all passed in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Builds the workspace's binaries and examples, runs every peer, and returns what they left
+/// for the Rust tests.
+pub fn peers() -> anyhow::Result<Peers> {
     let started = Instant::now();
     ensure_node()?;
     let root = root();
+    let target = target_dir(&root);
+    run_cmd(Command::new("cargo").args([
+        "build",
+        "--workspace",
+        "--all-features",
+        "--bins",
+        "--examples",
+    ]))?;
     let node_dir = root.join(NODE_TEST_DIR);
     npm_ci_if_missing(&node_dir)?;
 
-    let out = target_dir(&root).join("halo-stream-interop");
-    run_cmd(
-        Command::new("cargo")
-            .args([
-                "run",
-                "--quiet",
-                "-p",
-                "halo-stream",
-                "--example",
-                "transcript",
-                "--",
-            ])
-            .arg(&out),
-    )?;
-
+    let out = target.join("halo-stream-interop");
+    run_cmd(Command::new(target.join("debug/examples/transcript")).arg(&out))?;
     run_cmd(
         Command::new("node")
             .arg("--test")
@@ -65,24 +128,24 @@ pub fn run() -> anyhow::Result<()> {
         "xtask interop: the ai package accepted halo-stream's output ({:.1} s)",
         started.elapsed().as_secs_f64()
     );
-    crate::interop_mcp::client()?;
+    let mut env = vec![("HALO_MCP_PEERS", crate::interop_mcp::client()?)];
     crate::interop_mcp::server()?;
-    crate::interop_skills::run(&root)?;
-    crate::interop_otel::run(&root)?;
+    env.push(("HALO_SKILLS_INTEROP", crate::interop_skills::run(&root)?));
+    env.push(("HALO_OTLP_SPANS", crate::interop_otel::run(&root)?));
 
     if std::env::var_os("HALO_SKIP_BROWSER").is_some_and(|v| v != "0") {
         eprintln!("skip: the web-chat browser test (HALO_SKIP_BROWSER is set)");
-        return Ok(());
+    } else {
+        browser_test(&root)?;
     }
-    browser_test(&root)?;
     eprintln!(
-        "xtask interop: all passed in {:.1} s",
+        "xtask interop: the peers passed in {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    Ok(())
+    Ok(Peers { env })
 }
 
-/// Builds examples/web-chat and drives it in headless Chromium.
+/// Builds the page of examples/web-chat and drives the server in headless Chromium.
 fn browser_test(root: &Path) -> anyhow::Result<()> {
     let started = Instant::now();
     ensure_apt("chromium", &["chromium"], || Path::new(CHROMIUM).exists())?;
@@ -93,7 +156,6 @@ fn browser_test(root: &Path) -> anyhow::Result<()> {
             .args(["run", "build", "--prefix"])
             .arg(&web),
     )?;
-    run_cmd(Command::new("cargo").args(["build", "--quiet", "-p", "web-chat"]))?;
     let target = target_dir(root);
     let screenshot = target.join("web-chat.png");
     run_cmd(

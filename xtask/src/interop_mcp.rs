@@ -2,13 +2,14 @@
 //!
 //! [`client`] installs `@modelcontextprotocol/server-everything`, `server-filesystem` and
 //! `server-memory` with `npm ci` in `crates/halo-mcp/tests/peers/npm` (versions pinned by
-//! its lock file), then runs halo-mcp's tests and the coder's MCP test with
-//! `HALO_MCP_PEERS` set to that folder: listing, calls, error results, a validation
+//! its lock file) and returns that folder: halo-mcp's peer tests and the coder's MCP tests
+//! run with `HALO_MCP_PEERS` naming it (listing, calls, error results, a validation
 //! failure, a server killed mid-call, `list_changed`, and the coder calling
-//! `mcp__everything__echo` through a loopback model. Without the variable those tests skip.
+//! `mcp__everything__echo` through a loopback model). Without the variable those tests skip.
 //!
 //! [`server`] checks `coder mcp-serve` over stdio and streamable HTTP (the clients send the
-//! bearer token the server gets in `HALO_MCP_TOKEN`, and see `401` without it), in both
+//! bearer token the server gets in `HALO_MCP_TOKEN`, and see `401` without it; the binary
+//! `interop::peers` built), in both
 //! protocol eras, with two clients:
 //! 1. the official Python MCP client (PyPI `mcp` 2.x, pinned in
 //!    `crates/halo-mcp/tests/peers/python/requirements.txt`;
@@ -20,6 +21,7 @@
 //!    of `crates/halo-mcp/tests/peers/inspector`, `npm ci` when missing) with node's test
 //!    runner. Needs node, which `interop::run` has ensured before.
 
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
@@ -30,41 +32,15 @@ use crate::{root, run_cmd};
 const PEERS_DIR: &str = "crates/halo-mcp/tests/peers/npm";
 
 /// The client side: halo-mcp (and the coder) against the real servers.
-pub fn client() -> anyhow::Result<()> {
-    let started = Instant::now();
+pub fn client() -> anyhow::Result<PathBuf> {
     ensure_node()?;
     let peers = root().join(PEERS_DIR);
     npm_ci_if_missing(&peers)?;
-    let nextest = Command::new("cargo")
-        .args(["nextest", "--version"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    let runs: [&[&str]; 2] = [
-        &["-p", "halo-mcp"],
-        &[
-            "-p",
-            "coder",
-            "--no-default-features",
-            "--test",
-            "it",
-            "mcp",
-        ],
-    ];
-    for args in runs {
-        let mut cmd = Command::new("cargo");
-        if nextest {
-            cmd.args(["nextest", "run", "--no-fail-fast"]);
-        } else {
-            cmd.arg("test");
-        }
-        cmd.args(args).env("HALO_MCP_PEERS", &peers);
-        run_cmd(&mut cmd)?;
-    }
     eprintln!(
-        "xtask interop: halo-mcp's client passed against the npm MCP servers ({:.1} s)",
-        started.elapsed().as_secs_f64()
+        "xtask interop: the npm MCP servers are installed in {}",
+        peers.display()
     );
-    Ok(())
+    Ok(peers)
 }
 
 /// The Python peer's folder, relative to the workspace root.
@@ -83,13 +59,6 @@ pub fn server() -> anyhow::Result<()> {
         &target.join("mcp-interop/py-venv"),
         &peer.join("requirements.txt"),
     )?;
-    run_cmd(Command::new("cargo").args([
-        "build",
-        "--quiet",
-        "-p",
-        "coder",
-        "--no-default-features",
-    ]))?;
     run_cmd(
         Command::new(&python)
             .arg(peer.join("test_server.py"))

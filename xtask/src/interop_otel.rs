@@ -7,15 +7,16 @@
 //!    decodes each `POST /v1/traces` as an `ExportTraceServiceRequest` with the
 //!    OpenTelemetry project's generated classes and writes the spans, with the types their
 //!    attribute values arrived as, to `otel-interop/spans.jsonl`.
-//! 3. `cargo run -p otel` with `OTEL_EXPORTER_OTLP_ENDPOINT` naming the receiver: one agent
-//!    run against a loopback fake of DeepSeek's API, exported by opentelemetry-otlp.
-//! 4. `cargo test -p otel --test it received` with `HALO_OTLP_SPANS` naming the file: the
-//!    span names, kinds, parent/child links and integer token counts are checked there, by
-//!    the same expectations as the in-memory exporter's test; the test fails when the
-//!    variable is set and the file holds no run.
+//! 3. The `otel` example (built by `interop::peers`) with `OTEL_EXPORTER_OTLP_ENDPOINT`
+//!    naming the receiver: one agent run against a loopback fake of DeepSeek's API, exported
+//!    by opentelemetry-otlp.
+//! 4. The file's path is returned: the otel example's `received` tests run with
+//!    `HALO_OTLP_SPANS` naming it and check the span names, kinds, parent/child links and
+//!    integer token counts, by the same expectations as the in-memory exporter's test; they
+//!    fail when the variable is set and the file holds no run.
 
 use std::io::{BufRead as _, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
@@ -37,14 +38,12 @@ impl Drop for Receiver {
     }
 }
 
-pub fn run(root: &Path) -> anyhow::Result<()> {
+pub fn run(root: &Path) -> anyhow::Result<PathBuf> {
     let started = Instant::now();
     let work = target_dir(root).join("otel-interop");
     std::fs::create_dir_all(&work).with_context(|| format!("cannot create {}", work.display()))?;
     let receiver_dir = root.join(RECEIVER_DIR);
     let python = python_venv(&work.join("venv"), &receiver_dir.join("requirements.txt"))?;
-    // Built first, so the receiver is not kept waiting through a compile.
-    run_cmd(Command::new("cargo").args(["build", "--quiet", "-p", "otel"]))?;
 
     let spans = work.join("spans.jsonl");
     let mut child = Command::new(&python)
@@ -66,21 +65,15 @@ pub fn run(root: &Path) -> anyhow::Result<()> {
     eprintln!("xtask interop: OTLP/HTTP receiver at {url}");
 
     run_cmd(
-        Command::new("cargo")
-            .args(["run", "--quiet", "-p", "otel"])
+        Command::new(target_dir(root).join("debug/otel"))
             .env("OTEL_EXPORTER_OTLP_ENDPOINT", url)
             .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
             .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL"),
-    )?;
-    run_cmd(
-        Command::new("cargo")
-            .args(["test", "--quiet", "-p", "otel", "--test", "it", "received"])
-            .env("HALO_OTLP_SPANS", &spans),
     )?;
     eprintln!(
         "xtask interop: the OTLP receiver decoded the run's spans as the GenAI conventions \
          name them ({:.1} s)",
         started.elapsed().as_secs_f64()
     );
-    Ok(())
+    Ok(spans)
 }
