@@ -1,4 +1,4 @@
-//! `cargo xtask interop`: halo-stream checked by clients nobody here wrote.
+//! `cargo xtask interop`: Halo checked by peers nobody here wrote.
 //!
 //! Everything is built once, with the workspace's feature set (`cargo build --workspace
 //! --all-features --bins --examples`, the same artifacts the test run of `cargo xtask ci`
