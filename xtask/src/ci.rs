@@ -414,18 +414,46 @@ fn check_layering(meta: &Value) -> Vec<String> {
     problems
 }
 
-/// README.md's library example must be exactly `examples/coder/examples/readme.rs` (less its
-/// `//!` header), which clippy compiles: the README cannot show code that does not build.
+/// README.md's code examples, each exactly a file that clippy compiles (less its `//!`
+/// header): the README cannot show code that does not build. Each is the first
+/// ```` ```rust,ignore ```` block after its heading (`""` = from the top).
+const README_EXAMPLES: &[(&str, &str)] = &[
+    ("", "examples/coder/examples/readme.rs"),
+    (
+        "## Agents as a web service",
+        "examples/web-chat/examples/readme_gateway.rs",
+    ),
+];
+
 fn check_readme_example(root: &Path) -> Vec<String> {
     let readme = std::fs::read_to_string(root.join("README.md")).unwrap_or_default();
-    let example =
-        std::fs::read_to_string(root.join("examples/coder/examples/readme.rs")).unwrap_or_default();
-    let Some(start) = readme.find("```rust,ignore\n") else {
-        return vec!["README.md: no ```rust,ignore library example".into()];
+    README_EXAMPLES
+        .iter()
+        .filter_map(|(heading, file)| {
+            let example = std::fs::read_to_string(root.join(file)).unwrap_or_default();
+            readme_example_differs(&readme, heading, &example, file)
+        })
+        .collect()
+}
+
+/// Why the block after `heading` in `readme` is not `example` (minus its header), if it is not.
+fn readme_example_differs(
+    readme: &str,
+    heading: &str,
+    example: &str,
+    file: &str,
+) -> Option<String> {
+    let Some(after) = readme.find(heading).map(|at| &readme[at..]) else {
+        return Some(format!(
+            "README.md: no heading {heading:?} (the example of {file})"
+        ));
     };
-    let body = &readme[start + "```rust,ignore\n".len()..];
+    let Some(start) = after.find("```rust,ignore\n") else {
+        return Some(format!("README.md: no ```rust,ignore block for {file}"));
+    };
+    let body = &after[start + "```rust,ignore\n".len()..];
     let Some(end) = body.find("```") else {
-        return vec!["README.md: the library example's code block is not closed".into()];
+        return Some(format!("README.md: the code block of {file} is not closed"));
     };
     let shown = body[..end].trim();
     let compiled: String = example
@@ -433,10 +461,8 @@ fn check_readme_example(root: &Path) -> Vec<String> {
         .skip_while(|l| l.starts_with("//!") || l.is_empty())
         .collect::<Vec<_>>()
         .join("\n");
-    if shown != compiled.trim() {
-        return vec!["README.md's library example differs from examples/coder/examples/readme.rs; make them equal".into()];
-    }
-    Vec::new()
+    (shown != compiled.trim())
+        .then(|| format!("README.md shows an example that differs from {file}; make them equal"))
 }
 
 fn collect_rs(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -456,5 +482,29 @@ fn collect_rs(dir: &Path, out: &mut Vec<PathBuf>) {
         } else if name.ends_with(".rs") {
             out.push(p);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::readme_example_differs;
+
+    const README: &str =
+        "# T\n```rust,ignore\nfn a() {}\n```\n## Web\ntext\n```rust,ignore\nfn b() {}\n```\n";
+
+    #[test]
+    fn each_readme_example_is_the_block_after_its_heading() {
+        let a = "//! header\n\nfn a() {}\n";
+        let b = "//! header\n\nfn b() {}\n";
+        assert_eq!(readme_example_differs(README, "", a, "a.rs"), None);
+        assert_eq!(readme_example_differs(README, "## Web", b, "b.rs"), None);
+        assert!(
+            readme_example_differs(README, "## Web", a, "a.rs")
+                .is_some_and(|why| why.contains("differs from a.rs"))
+        );
+        assert!(
+            readme_example_differs(README, "## Missing", b, "b.rs")
+                .is_some_and(|why| why.contains("no heading"))
+        );
     }
 }
