@@ -162,7 +162,8 @@ fn step(name: &str, f: impl FnOnce() -> anyhow::Result<()>) -> anyhow::Result<()
     Ok(())
 }
 
-fn has_nextest() -> bool {
+/// Whether `cargo nextest` runs here.
+pub(crate) fn has_nextest() -> bool {
     Command::new("cargo")
         .args(["nextest", "--version"])
         .output()

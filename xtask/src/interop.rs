@@ -59,12 +59,8 @@ pub struct Peers {
 pub fn run() -> anyhow::Result<()> {
     let started = Instant::now();
     let peers = peers()?;
-    let nextest = Command::new("cargo")
-        .args(["nextest", "--version"])
-        .output()
-        .is_ok_and(|o| o.status.success());
     let mut cmd = Command::new("cargo");
-    if nextest {
+    if crate::ci::has_nextest() {
         cmd.args([
             "nextest",
             "run",
