@@ -813,6 +813,11 @@ impl HaloAgent {
         Ok(())
     }
 
+    /// Whether the agent journals into a session store.
+    pub(crate) fn has_store(&self) -> bool {
+        self.store.is_some()
+    }
+
     /// The id of the session the agent journals into ([`DEFAULT_SESSION`] unless the
     /// builder named one).
     pub fn session_name(&self) -> &str {

@@ -352,7 +352,7 @@ impl Toolbox {
     /// # Cancel safety
     /// Dropping the future abandons the call; what the tool already did is not undone.
     pub async fn run(&self, call: &ToolCall) -> Result<ToolResult, HaloError> {
-        match self.run_call(call, CallEnv::default()).await {
+        match self.run_call(call.clone(), CallEnv::default()).await {
             ToolOutcome::Result { result, .. } => Ok(result),
             ToolOutcome::NeedsApproval { reason, .. } => Ok(request::unapproved(call, &reason)),
             ToolOutcome::Fatal { tool, message, .. } => Err(HaloError::ToolFatal { tool, message }),
@@ -363,11 +363,13 @@ impl Toolbox {
     /// Runs one call through the hooks and its tool, in an `execute_tool` span, and says
     /// what came of it ([`ToolOutcome`]): a result (with the counters of the model calls the
     /// tool made), an approval to ask, or a fatal end.
-    pub(crate) async fn run_call(&self, call: &ToolCall, env: CallEnv<'_>) -> ToolOutcome {
-        let span_name = format!("execute_tool {}", call.name);
+    pub(crate) async fn run_call(&self, call: ToolCall, env: CallEnv<'_>) -> ToolOutcome {
+        let cx = self.context(call, &env);
+        let call = cx.call();
+        // The name is formatted only when a subscriber takes the span.
         let span = tracing::info_span!(
             "execute_tool",
-            "otel.name" = span_name.as_str(),
+            "otel.name" = %format_args!("execute_tool {}", call.name),
             "otel.kind" = "internal",
             "otel.status_code" = Empty,
             "gen_ai.operation.name" = "execute_tool",
@@ -377,7 +379,7 @@ impl Toolbox {
             "error.type" = Empty,
             "halo.tool.is_error" = Empty,
         );
-        let outcome = self.run_hooked(call, &env).instrument(span.clone()).await;
+        let outcome = self.run_hooked(&cx, &env).instrument(span.clone()).await;
         let error = match &outcome {
             ToolOutcome::Result { result, .. } => {
                 span.record("halo.tool.is_error", result.is_error);
@@ -395,7 +397,7 @@ impl Toolbox {
     }
 
     /// The call's context.
-    fn context(&self, call: &ToolCall, env: &CallEnv<'_>) -> ToolContext {
+    fn context(&self, call: ToolCall, env: &CallEnv<'_>) -> ToolContext {
         let annotations = self.registry.annotations(&call.name).unwrap_or_default();
         let agent = match (&env.parent, annotations.runs_agent) {
             (Some(parent), true) => Some(AgentHandle::new(
@@ -405,20 +407,16 @@ impl Toolbox {
             )),
             _ => None,
         };
-        ToolContext::new(
-            call.clone(),
-            annotations,
-            env.cancel.clone(),
-            self.registry.clone(),
-        )
-        .approve(env.approved)
-        .with_agent(agent)
-        .with_events(env.events.clone())
-        .at_depth(env.depth)
+        ToolContext::new(call, annotations, env.cancel.clone(), self.registry.clone())
+            .approve(env.approved)
+            .with_agent(agent)
+            .with_events(env.events.clone())
+            .at_depth(env.depth)
     }
 
     /// The hook pipeline around one tool call (see [`crate::hook`]).
-    async fn run_hooked(&self, call: &ToolCall, env: &CallEnv<'_>) -> ToolOutcome {
+    async fn run_hooked(&self, cx: &ToolContext, env: &CallEnv<'_>) -> ToolOutcome {
+        let call = cx.call();
         let done = |result: ToolResult| ToolOutcome::Result {
             result,
             delegated: None,
@@ -441,10 +439,9 @@ impl Toolbox {
         } else {
             self.registry.check(call)
         };
-        let cx = self.context(call, env);
         let (result, delegated) = match checked {
             Err(message) => (ToolResult::error(call, message), None),
-            Ok(args) => match self.before(call, &cx, args, env.catch_panics).await {
+            Ok(args) => match self.before(call, cx, args, env.catch_panics).await {
                 Before::Run(args) => {
                     if cx.annotations().needs_approval && !cx.approved() {
                         return ToolOutcome::NeedsApproval {
@@ -452,7 +449,7 @@ impl Toolbox {
                             reason: format!("`{}` runs only once approved", call.name),
                         };
                     }
-                    match self.execute(call, args, &cx, env).await {
+                    match self.execute(call, args, cx, env).await {
                         Ok(done) => done,
                         Err(message) => {
                             return ToolOutcome::Fatal {
@@ -481,7 +478,7 @@ impl Toolbox {
         };
         let mut result = result;
         for hook in &self.hooks {
-            let after = AssertUnwindSafe(hook.after_tool_call(&cx, result));
+            let after = AssertUnwindSafe(hook.after_tool_call(cx, result));
             result = if env.catch_panics {
                 match after.catch_unwind().await {
                     Ok(r) => r,

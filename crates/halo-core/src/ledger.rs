@@ -32,7 +32,6 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest as _, Sha256};
 
 use crate::message::Message;
 use crate::model::Usage;
@@ -137,46 +136,31 @@ impl CacheCheck {
     }
 }
 
-/// A message's digest: a stable 64-bit hash of its JSON (the first 8 bytes of its SHA-256,
-/// the same in every process and Rust version) and its length in bytes.
+/// A message's digest: a stable 64-bit hash of its JSON (XXH3-64, whose output is fixed by
+/// its specification: the same in every process, platform and version) and its length in
+/// bytes. Only equality matters: no one relies on it being hard to forge.
 type Digest = (u64, u64);
 
 fn message_digest(message: &Message) -> Digest {
-    // The JSON goes straight into the hash: no buffer per message.
-    let mut sink = HashSink {
-        hasher: Sha256::new(),
-        len: 0,
-    };
-    if serde_json::to_writer(&mut sink, message).is_err() {
-        // Not reachable for a `Message` (its serialization cannot fail); hashed as empty,
-        // as before.
-        sink = HashSink {
-            hasher: Sha256::new(),
-            len: 0,
-        };
+    thread_local! {
+        /// The JSON of the message being digested: one buffer per thread, reused, so a
+        /// digest allocates nothing once it has grown to the largest message.
+        static JSON: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
-    let hash = sink.hasher.finalize();
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&hash[..8]);
-    (u64::from_le_bytes(first), sink.len)
-}
-
-/// An `io::Write` that hashes what is written and counts its bytes.
-struct HashSink {
-    hasher: Sha256,
-    len: u64,
-}
-
-impl std::io::Write for HashSink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.hasher.update(buf);
-        self.len += buf.len() as u64;
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
+    JSON.with(|json| {
+        let mut json = json.borrow_mut();
+        json.clear();
+        // Not reachable for a `Message` (its serialization cannot fail); hashed as empty.
+        if serde_json::to_writer(&mut *json, message).is_err() {
+            json.clear();
+        }
+        let digest = (xxhash_rust::xxh3::xxh3_64(&json), json.len() as u64);
+        // A huge message's buffer is not kept.
+        if json.capacity() > 1 << 20 {
+            *json = Vec::new();
+        }
+        digest
+    })
 }
 
 /// What the ledger knows of a request before it is sent ([`CacheLedger::plan`]); handed back

@@ -168,6 +168,9 @@ pub(crate) fn record_first_chunk(span: &tracing::Span, ms: u64) {
 
 /// Records the run's totals so far on its `invoke_agent` span.
 pub(crate) fn record_run(span: &tracing::Span, stats: &AgentStats) {
+    if span.is_disabled() {
+        return;
+    }
     span.record("gen_ai.usage.input_tokens", int(stats.input_tokens));
     span.record("gen_ai.usage.output_tokens", int(stats.output_tokens));
     span.record(

@@ -202,12 +202,16 @@ pub(crate) fn insufficient_system_resource() -> ModelError {
 /// choices, a tool call without a name. [`ModelError::Truncated`] (retryable) for DeepSeek's
 /// `insufficient_system_resource` finish reason.
 pub(crate) fn parse(body: &[u8]) -> Result<ModelResponse, ModelError> {
-    let completion: ChatCompletion = serde_json::from_slice(body).map_err(|e| {
+    let not_completion = |e: &dyn std::fmt::Display| {
         ModelError::InvalidResponse(format!(
             "the body is not a chat completion ({e}): {}",
             crate::transport::text::body_excerpt(body)
         ))
-    })?;
+    };
+    // UTF-8 is checked once for the whole body, not string by string (`from_slice` checks
+    // each string it reads: a quarter of the parse of a small completion).
+    let text = std::str::from_utf8(body).map_err(|e| not_completion(&e))?;
+    let completion: ChatCompletion = serde_json::from_str(text).map_err(|e| not_completion(&e))?;
     if completion.choices.is_empty() {
         let why = match &completion.error {
             Some(err) => format!(

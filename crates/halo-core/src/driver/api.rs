@@ -289,7 +289,7 @@ impl HaloAgent {
     /// [`HaloError::ToolFatal`], [`HaloError::Aborted`].
     pub async fn run_tool_call(&self, call: &ToolCall) -> Result<ToolResult, HaloError> {
         let env = super::call_env(self, std::slice::from_ref(call));
-        match self.config().tools.run_call(call, env).await {
+        match self.config().tools.run_call(call.clone(), env).await {
             ToolOutcome::Result { result, .. } => Ok(result),
             ToolOutcome::NeedsApproval { reason, .. } => Ok(request::unapproved(call, &reason)),
             ToolOutcome::Fatal { tool, message, .. } => Err(HaloError::ToolFatal { tool, message }),

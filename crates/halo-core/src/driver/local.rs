@@ -12,7 +12,7 @@ use tracing::Instrument as _;
 use super::{Effect, Feedback, ModelCall, Rejection, RunKind, SummaryCall};
 use crate::agent::{Config, HaloAgent};
 use crate::dispatch::CallEnv;
-use crate::engine::RunState;
+use crate::engine::{Recording, RunState};
 use crate::error::HaloError;
 use crate::guardrail::StepContext;
 use crate::inner::EventSink;
@@ -171,6 +171,12 @@ pub(crate) fn run<'a>(
     watched: bool,
 ) -> impl Stream<Item = Result<AgentEvent, HaloError>> + Send + 'a {
     let tap = agent.config().tap.clone();
+    // What the run records besides its log: the journal when a store takes it, the events
+    // when someone reads them (the caller of a streamed run, a watching run, step hooks).
+    let recording = Recording {
+        journal: agent.has_store(),
+        events: watched || tap.is_some() || !agent.config().guards.step.is_empty(),
+    };
     let (name, depth) = (agent.config().name.clone(), agent.config().depth);
     let stream_turns = tap.is_some();
     let (sink, mut inner) = if watched || tap.is_some() {
@@ -193,6 +199,7 @@ pub(crate) fn run<'a>(
     let clock = agent.config().clock.clone();
     let events = async_stream::try_stream! {
         agent.restore_session().await?;
+        agent.parts().0.set_recording(recording);
         {
             let now = clock.now_ms();
             let (state, config) = agent.parts();
@@ -205,11 +212,16 @@ pub(crate) fn run<'a>(
         // The last model call's span and the ledger's last call number before it, until
         // the engine has judged the call.
         let mut judged: Option<(tracing::Span, Option<u64>)> = None;
+        // The time of the last tool outcome fed, which is also that of the decision that
+        // follows it at once when nothing is handed out between them (one clock read less
+        // per step).
+        let mut fed_at: Option<u64> = None;
         loop {
             agent.take_steering();
             let effect = {
                 let (state, config) = agent.parts();
-                state.next(config, clock.now_ms())
+                let now = fed_at.take().unwrap_or_else(|| clock.now_ms());
+                state.next(config, now)
             };
             // The one place the journal is written: after the engine decided, before the
             // effect runs.
@@ -243,7 +255,8 @@ pub(crate) fn run<'a>(
                     );
                     let config = agent.config();
                     let state = agent.run_state();
-                    let asked_at = clock.now_ms();
+                    // Only a span that is recorded takes the time to the first chunk.
+                    let asked_at = (!chat_span.is_disabled()).then(|| clock.now_ms());
                     let mut first = true;
                     let history = state.history();
                     let request = request(config, state, &call, &history);
@@ -258,7 +271,10 @@ pub(crate) fn run<'a>(
                         "the model's stream ended before its final event".into(),
                     ));
                     while let Some(event) = turn.next().instrument(chat_span.clone()).await {
-                        if std::mem::take(&mut first) && !matches!(event, Ok(ModelStreamEvent::Finish(_)) | Err(_)) {
+                        if std::mem::take(&mut first)
+                            && !matches!(event, Ok(ModelStreamEvent::Finish(_)) | Err(_))
+                            && let Some(asked_at) = asked_at
+                        {
                             telemetry::record_first_chunk(&chat_span, clock.now_ms().saturating_sub(asked_at));
                         }
                         match event {
@@ -297,21 +313,41 @@ pub(crate) fn run<'a>(
                         .and_then(|p| p.active().map(<[String]>::to_vec));
                     let parent = super::call_env(agent, &calls).parent;
                     let (state, config) = agent.split();
-                    let mut running: FuturesUnordered<_> = calls
-                        .iter()
-                        .map(|call| {
-                            let env = CallEnv {
-                                active: active.as_deref(),
-                                parent: parent.clone(),
-                                events: sink.clone(),
-                                depth: config.depth,
-                                cancel: token.clone(),
-                                approved: state.approved(&call.id),
-                                catch_panics,
-                            };
-                            config.tools.run_call(call, env).instrument(step_span.clone())
-                        })
-                        .collect();
+                    let env = |approved: bool| CallEnv {
+                        active: active.as_deref(),
+                        parent: parent.clone(),
+                        events: sink.clone(),
+                        depth: config.depth,
+                        cancel: token.clone(),
+                        approved,
+                        catch_panics,
+                    };
+                    // A batch of one (the common case) is awaited on its own; a larger one
+                    // runs its calls concurrently.
+                    let running = match <[super::ToolCall; 1]>::try_from(calls) {
+                        Ok([call]) => {
+                            let approved = state.approved(&call.id);
+                            Either::Left(futures::stream::once(
+                                config
+                                    .tools
+                                    .run_call(call, env(approved))
+                                    .instrument(step_span.clone()),
+                            ))
+                        }
+                        Err(calls) => Either::Right(
+                            calls
+                                .into_iter()
+                                .map(|call| {
+                                    let approved = state.approved(&call.id);
+                                    config
+                                        .tools
+                                        .run_call(call, env(approved))
+                                        .instrument(step_span.clone())
+                                })
+                                .collect::<FuturesUnordered<_>>(),
+                        ),
+                    };
+                    let mut running = std::pin::pin!(running);
                     // Each outcome is fed as it comes; a fatal one ends the step, and the
                     // rest of the batch is dropped. Inner agents' events are handed out as
                     // they come, and those a call sent before it finished come before its
@@ -341,7 +377,9 @@ pub(crate) fn run<'a>(
                                 yield event;
                             }
                         }
-                        state.feed(Feedback::Tool(outcome), config, clock.now_ms())?;
+                        let now = clock.now_ms();
+                        state.feed(Feedback::Tool(outcome), config, now)?;
+                        fed_at = (!recording.events).then_some(now);
                         for event in state.take_events() {
                             if let AgentEvent::StepFinish(step) = &event {
                                 for hook in &config.guards.step {
@@ -354,7 +392,8 @@ pub(crate) fn run<'a>(
                             break;
                         }
                     }
-                    drop(running);
+                    // The rest of the batch (after a fatal outcome) is dropped here, with
+                    // this block.
                     continue;
                 }
                 Effect::Pause(pause) => {

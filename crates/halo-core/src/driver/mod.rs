@@ -128,7 +128,7 @@ use tracing::Instrument as _;
 use crate::agent::HaloAgent;
 use crate::delegate::Parent;
 use crate::dispatch::CallEnv;
-use crate::engine::RunState;
+use crate::engine::{Recording, RunState};
 use crate::error::HaloError;
 use crate::guardrail::{OutputVerdict, StepContext, StepSettings};
 use crate::inner::EventSink;
@@ -382,6 +382,8 @@ impl std::fmt::Debug for Driver<'_> {
 impl HaloAgent {
     /// A handle on the agent's run engine, for a driver of your own ([`crate::driver`]).
     pub fn driver(&mut self) -> Driver<'_> {
+        // A driver of its own takes the journal and the events: both are recorded.
+        self.parts().0.set_recording(Recording::default());
         Driver { agent: self }
     }
 }
@@ -539,7 +541,7 @@ impl Driver<'_> {
     pub async fn run_tool(&self, call: &ToolCall) -> Feedback {
         let mut env = self.call_env(std::slice::from_ref(call));
         env.approved = self.agent.run_state().approved(&call.id);
-        Feedback::Tool(self.agent.config().tools.run_call(call, env).await)
+        Feedback::Tool(self.agent.config().tools.run_call(call.clone(), env).await)
     }
 
     /// [`run_tool`](Self::run_tool), the events of the agents the call runs sent to
@@ -549,7 +551,7 @@ impl Driver<'_> {
         let mut env = self.call_env(std::slice::from_ref(call));
         env.approved = self.agent.run_state().approved(&call.id);
         env.events = Some(events);
-        Feedback::Tool(self.agent.config().tools.run_call(call, env).await)
+        Feedback::Tool(self.agent.config().tools.run_call(call.clone(), env).await)
     }
 
     /// The input guardrails' verdict for [`Effect::CheckInput`].

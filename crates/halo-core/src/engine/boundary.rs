@@ -51,7 +51,7 @@ impl RunState {
         if self.agent.is_none() {
             self.agent = config.name.clone();
         }
-        self.events.push(AgentEvent::StepStart {
+        self.push_event(AgentEvent::StepStart {
             step: self.steps.len() + 1,
         });
         self.receive_handoff(config, at_ms);
@@ -59,13 +59,13 @@ impl RunState {
         injected.extend(nudge);
         for text in injected {
             let message = Message::user(text.clone());
-            self.journal.push(JournalEvent::User {
+            self.push_journal(JournalEvent::User {
                 message: message.clone(),
                 injected: true,
                 at_ms,
             });
             self.log.push_injected(message);
-            self.events.push(AgentEvent::Injected(text));
+            self.push_event(AgentEvent::Injected(text));
         }
         // Tool sources whose tools changed: swapped in here, between steps, so the prefix
         // of a request never changes mid-step. An object run keeps the prefix it began with.
@@ -132,7 +132,9 @@ impl RunState {
         drop(history);
         let options = self.call_options(config, &settings);
         let call = ModelCall::new(self.steps.len() + 1, options, object_prefix);
-        self.journal.extend(journal_prefix);
+        if let Some(event) = journal_prefix {
+            self.push_journal(event);
+        }
         self.rewrite_planned = false;
         self.phase = Phase::AwaitingModel {
             planned,

@@ -492,7 +492,7 @@ impl RunState {
             self.stats.history_rewrites += 1;
         }
         self.last_estimate = None;
-        self.journal.push(JournalEvent::CompactBoundary {
+        self.push_journal(JournalEvent::CompactBoundary {
             history: self.log.to_vec(),
             injected: self.log.injected_indices(),
             discardable: self.log.discardable_indices(),
@@ -503,13 +503,12 @@ impl RunState {
             "halo.context.messages" = self.log.len(),
             "{description}: expect one prompt-cache miss"
         );
-        self.events
-            .push(AgentEvent::HistoryRewritten(Box::new(HistoryRewrite {
-                kind,
-                messages_before: before,
-                messages_after: self.log.len(),
-                description,
-            })));
+        self.push_event(AgentEvent::HistoryRewritten(Box::new(HistoryRewrite {
+            kind,
+            messages_before: before,
+            messages_after: self.log.len(),
+            description,
+        })));
     }
 
     /// Applies a plan whole, or not at all when it breaks a rule; returns whether it did.

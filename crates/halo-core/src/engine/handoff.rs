@@ -56,12 +56,12 @@ impl RunState {
             "the conversation was handed to another agent: expect one prompt-cache miss"
         );
         self.handed_off = true;
-        self.journal.push(JournalEvent::Handoff {
+        self.push_journal(JournalEvent::Handoff {
             from: from.clone(),
             to: to.clone(),
             at_ms,
         });
-        self.events.push(AgentEvent::Handoff { from, to });
+        self.push_event(AgentEvent::Handoff { from, to });
     }
 
     /// At the first step boundary after a handoff: the receiving agent's history filter, if
@@ -88,19 +88,18 @@ impl RunState {
         );
         self.log.reset_to(after.clone(), &[], &[]);
         self.rewrite_planned = true;
-        self.journal.push(JournalEvent::CompactBoundary {
+        self.push_journal(JournalEvent::CompactBoundary {
             history: after.clone(),
             injected: Vec::new(),
             discardable: Vec::new(),
             reason: Some(description.clone()),
             at_ms,
         });
-        self.events
-            .push(AgentEvent::HistoryRewritten(Box::new(HistoryRewrite {
-                kind: RewriteKind::Handoff,
-                messages_before: before.len(),
-                messages_after: after.len(),
-                description,
-            })));
+        self.push_event(AgentEvent::HistoryRewritten(Box::new(HistoryRewrite {
+            kind: RewriteKind::Handoff,
+            messages_before: before.len(),
+            messages_after: after.len(),
+            description,
+        })));
     }
 }

@@ -123,6 +123,27 @@ fn one() -> f64 {
     1.0
 }
 
+/// What a run records besides its log and steps: the journal events for a session store,
+/// and the events for whoever watches the run. Both by default; a driver that has no use
+/// for one turns it off for its run ([`RunState::set_recording`]), so a step costs no copy
+/// of itself that would be dropped unread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Recording {
+    /// Journal events ([`RunState::take_journal`]).
+    pub(crate) journal: bool,
+    /// Events ([`RunState::take_events`]).
+    pub(crate) events: bool,
+}
+
+impl Default for Recording {
+    fn default() -> Self {
+        Recording {
+            journal: true,
+            events: true,
+        }
+    }
+}
+
 /// A run's whole state. See the [module docs](self).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunState {
@@ -181,6 +202,9 @@ pub struct RunState {
     /// Events for the driver to hand out ([`RunState::take_events`]).
     #[serde(skip)]
     events: Vec<AgentEvent>,
+    /// What the run records besides its log; everything unless a driver says otherwise.
+    #[serde(skip)]
+    recording: Recording,
     #[serde(skip)]
     checked: Option<Checked>,
     /// Whether the history last checked was valid as it stands.
@@ -219,6 +243,7 @@ impl RunState {
             agent: None,
             handed_off: false,
             events: Vec::new(),
+            recording: Recording::default(),
             checked: None,
             valid: false,
         }
@@ -250,7 +275,8 @@ impl RunState {
         self.agent.as_deref()
     }
 
-    /// This run's completed steps.
+    /// This run's completed steps, while it is in flight or paused (a run that answered
+    /// hands them to its result).
     pub fn steps(&self) -> &[StepResult] {
         &self.steps
     }
@@ -319,6 +345,33 @@ impl RunState {
     pub(crate) fn requeue_journal(&mut self, mut events: Vec<JournalEvent>) {
         events.append(&mut self.journal);
         self.journal = events;
+    }
+
+    /// What the run records besides its log, until set again: a driver that writes no
+    /// journal (no session store) or hands out no event (a caller that waits only for the
+    /// result) turns that off. Not serialized: a restored state records everything.
+    pub(crate) fn set_recording(&mut self, recording: Recording) {
+        self.recording = recording;
+        if !recording.journal {
+            self.journal.clear();
+        }
+        if !recording.events {
+            self.events.clear();
+        }
+    }
+
+    /// Queues a journal event, when the journal is recorded.
+    pub(super) fn push_journal(&mut self, event: JournalEvent) {
+        if self.recording.journal {
+            self.journal.push(event);
+        }
+    }
+
+    /// Queues an event, when events are recorded.
+    pub(super) fn push_event(&mut self, event: AgentEvent) {
+        if self.recording.events {
+            self.events.push(event);
+        }
     }
 
     /// The events since the last call, for the driver to hand out.
@@ -592,7 +645,7 @@ impl RunState {
             RunKind::Object(spec) => spec.instruct(message),
             _ => message,
         };
-        self.journal.push(JournalEvent::User {
+        self.push_journal(JournalEvent::User {
             message: message.clone(),
             injected: false,
             at_ms,
@@ -629,7 +682,7 @@ impl RunState {
     }
 
     pub(super) fn finish(&mut self, outcome: JournalOutcome, at_ms: u64) {
-        self.journal.push(JournalEvent::Outcome { outcome, at_ms });
+        self.push_journal(JournalEvent::Outcome { outcome, at_ms });
     }
 
     /// Checks the log's validity incrementally: only messages appended since the last check

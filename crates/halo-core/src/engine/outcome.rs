@@ -82,7 +82,16 @@ impl RunState {
     pub(super) fn take_outcome(&mut self) -> Result<GenerateTextResult, HaloError> {
         match self.ending.take() {
             None => Err(HaloError::NothingToResume),
-            Some(Ending::Answered) => Ok(self.result(Vec::new(), Vec::new())),
+            Some(Ending::Answered) => {
+                // The run is over: its steps move into the result (the next run starts
+                // with none), rather than being copied.
+                let mut result = self.result_without_steps(Vec::new(), Vec::new());
+                result.steps = std::mem::take(&mut self.steps);
+                if let Some(last) = result.steps.last() {
+                    result.text.clone_from(&last.message.text);
+                }
+                Ok(result)
+            }
             Some(Ending::Failed(failure)) => Err(self.error_of(failure)),
         }
     }
@@ -145,16 +154,23 @@ impl RunState {
         pending_approvals: Vec<PendingApproval>,
     ) -> GenerateTextResult {
         let paused = !pending_tool_calls.is_empty() || !pending_approvals.is_empty();
+        let mut result = self.result_without_steps(pending_tool_calls, pending_approvals);
+        if !paused && let Some(last) = self.steps.last() {
+            result.text.clone_from(&last.message.text);
+        }
+        result.steps = self.steps.clone();
+        result
+    }
+
+    /// [`result`](Self::result) with no steps and no text.
+    fn result_without_steps(
+        &self,
+        pending_tool_calls: Vec<ToolCall>,
+        pending_approvals: Vec<PendingApproval>,
+    ) -> GenerateTextResult {
         GenerateTextResult {
-            text: if paused {
-                String::new()
-            } else {
-                self.steps
-                    .last()
-                    .map(|s| s.message.text.clone())
-                    .unwrap_or_default()
-            },
-            steps: self.steps.clone(),
+            text: String::new(),
+            steps: Vec::new(),
             stats: self.stats.since(&self.run_start),
             pending_tool_calls,
             pending_approvals,

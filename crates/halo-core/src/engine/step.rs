@@ -56,8 +56,7 @@ impl RunState {
                 "halo.cache.read_tokens" = cache.observed_cached_tokens.unwrap_or(0),
                 "prompt-cache bust: {cause}"
             );
-            self.events
-                .push(AgentEvent::CacheBust(Box::new(cache.clone())));
+            self.push_event(AgentEvent::CacheBust(Box::new(cache.clone())));
         }
         // The repaired turn is the one logged, journaled and sent from now on.
         let object = matches!(self.kind, RunKind::Object(_));
@@ -90,15 +89,19 @@ impl RunState {
             return Ok(());
         }
         self.steps_opened += 1;
-        for call in step.tool_calls() {
-            self.events.push(AgentEvent::ToolCall(call.clone()));
+        if self.recording.events {
+            for call in step.tool_calls() {
+                self.events.push(AgentEvent::ToolCall(call.clone()));
+            }
         }
-        self.journal.push(JournalEvent::StepOpened {
-            assistant: step.response.message.clone(),
-            finish_reason: step.response.finish_reason.clone(),
-            usage: step.response.usage,
-            at_ms,
-        });
+        if self.recording.journal {
+            self.journal.push(JournalEvent::StepOpened {
+                assistant: step.response.message.clone(),
+                finish_reason: step.response.finish_reason.clone(),
+                usage: step.response.usage,
+                at_ms,
+            });
+        }
         self.phase = Phase::Tools { step };
         if let Some(outcome) = repair {
             if let Some(stop) = outcome.stop {
@@ -261,7 +264,7 @@ impl RunState {
                 } else {
                     ToolResult::error(call, text)
                 };
-                self.events.push(AgentEvent::ToolResult(result.clone()));
+                self.push_event(AgentEvent::ToolResult(result.clone()));
                 step.results[j] = Some(result);
             }
         }
@@ -328,7 +331,7 @@ impl RunState {
             for i in batch {
                 step.set_state(i, CallState::Started);
                 let call = step.tool_calls()[i].clone();
-                if !tools.rerun_safe(&call.name) {
+                if self.recording.journal && !tools.rerun_safe(&call.name) {
                     self.journal.push(JournalEvent::Call {
                         call_id: call.id.clone(),
                         status: CallStatus::Started,
@@ -384,7 +387,7 @@ impl RunState {
                         },
                     );
                 }
-                self.journal.push(JournalEvent::Call {
+                self.push_journal(JournalEvent::Call {
                     call_id,
                     status: CallStatus::AwaitingApproval { reason },
                     at_ms,
@@ -470,7 +473,7 @@ impl RunState {
             step.set_state(i, CallState::Approved);
             step.approved.push(call_id.to_string());
         }
-        self.journal.push(JournalEvent::Call {
+        self.push_journal(JournalEvent::Call {
             call_id: call_id.to_string(),
             status: CallStatus::Approved,
             at_ms,
@@ -536,7 +539,9 @@ impl RunState {
             result.content = cut;
         }
         self.check_handoff(&mut result, config);
-        self.events.push(AgentEvent::ToolResult(result.clone()));
+        if self.recording.events {
+            self.events.push(AgentEvent::ToolResult(result.clone()));
+        }
         let Phase::Tools { step } = &mut self.phase else {
             return Err(self.unexpected("a tool result"));
         };
@@ -547,10 +552,12 @@ impl RunState {
             // The last result: it is journaled with the whole step.
             step.results[i] = Some(result);
             self.commit_tools(config, at_ms);
-        } else {
+        } else if self.recording.journal {
             step.results[i] = Some(result.clone());
             self.journal
                 .push(JournalEvent::ToolResult { result, at_ms });
+        } else {
+            step.results[i] = Some(result);
         }
         Ok(())
     }
@@ -648,7 +655,7 @@ impl RunState {
     fn retry_answer(&mut self, step: PendingStep, feedback: String, at_ms: u64) {
         self.log_step(step, at_ms);
         let message = Message::user(feedback);
-        self.journal.push(JournalEvent::User {
+        self.push_journal(JournalEvent::User {
             message: message.clone(),
             injected: true,
             at_ms,
@@ -659,13 +666,15 @@ impl RunState {
 
     fn log_step(&mut self, step: PendingStep, at_ms: u64) {
         let results: Vec<ToolResult> = step.results.into_iter().flatten().collect();
-        self.journal.push(JournalEvent::Step {
-            assistant: step.response.message.clone(),
-            results: results.clone(),
-            finish_reason: step.response.finish_reason.clone(),
-            usage: step.response.usage,
-            at_ms,
-        });
+        if self.recording.journal {
+            self.journal.push(JournalEvent::Step {
+                assistant: step.response.message.clone(),
+                results: results.clone(),
+                finish_reason: step.response.finish_reason.clone(),
+                usage: step.response.usage,
+                at_ms,
+            });
+        }
         self.log.push_step(
             Message::Assistant(step.response.message.clone()),
             results.iter().cloned().map(Message::Tool),
@@ -680,8 +689,10 @@ impl RunState {
                 cache,
                 agent: self.agent.clone(),
             };
-            self.events
-                .push(AgentEvent::StepFinish(Box::new(result.clone())));
+            if self.recording.events {
+                self.events
+                    .push(AgentEvent::StepFinish(Box::new(result.clone())));
+            }
             self.steps.push(result);
         }
     }

@@ -227,6 +227,10 @@ impl ToolRegistry {
         let Some(reg) = self.tools.get(name) else {
             return Err(self.unknown(name));
         };
+        // The common case, without collecting errors.
+        if reg.validator.is_valid(args) {
+            return Ok(Vec::new());
+        }
         Ok(reg
             .validator
             .iter_errors(args)
