@@ -41,6 +41,7 @@ const CORE_ALLOWED_DEPS: &[&str] = &[
     "schemars",
     "jsonschema",
     "sha2",
+    "xxhash-rust",
     "tracing",
     "futures",
     "async-stream",

@@ -102,7 +102,8 @@ pub fn is_valid(history: &[Message]) -> bool {
                     if a.text.is_empty() && a.tool_calls.is_empty() {
                         return false;
                     }
-                    open = a.tool_calls.iter().map(|c| c.id.as_str()).collect();
+                    open.clear();
+                    open.extend(a.tool_calls.iter().map(|c| c.id.as_str()));
                     if has_duplicate_ids(&a.tool_calls) {
                         return false;
                     }
@@ -114,6 +115,13 @@ pub fn is_valid(history: &[Message]) -> bool {
 }
 
 fn has_duplicate_ids(calls: &[ToolCall]) -> bool {
+    // The few calls of a turn are compared pairwise (no set to build); many go through one.
+    if calls.len() <= 16 {
+        return calls
+            .iter()
+            .enumerate()
+            .any(|(i, c)| calls[..i].iter().any(|d| d.id == c.id));
+    }
     let mut seen = HashSet::new();
     calls.iter().any(|c| !seen.insert(c.id.as_str()))
 }
