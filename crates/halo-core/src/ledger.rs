@@ -37,6 +37,9 @@ use crate::message::Message;
 use crate::model::Usage;
 use crate::prefix::{Fingerprint, StablePrefix};
 
+mod digest;
+use digest::{Digest, message_digest};
+
 /// The smallest shortfall, in tokens, reported as a cache bust (OpenAI's minimum cacheable
 /// prompt, and the granularity scale of the other providers).
 pub const BUST_MIN_TOKENS: u64 = 1024;
@@ -134,33 +137,6 @@ impl CacheCheck {
     pub fn is_bust(&self) -> bool {
         matches!(self.verdict, CacheVerdict::Bust { .. })
     }
-}
-
-/// A message's digest: a stable 64-bit hash of its JSON (XXH3-64, whose output is fixed by
-/// its specification: the same in every process, platform and version) and its length in
-/// bytes. Only equality matters: no one relies on it being hard to forge.
-type Digest = (u64, u64);
-
-fn message_digest(message: &Message) -> Digest {
-    thread_local! {
-        /// The JSON of the message being digested: one buffer per thread, reused, so a
-        /// digest allocates nothing once it has grown to the largest message.
-        static JSON: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-    }
-    JSON.with(|json| {
-        let mut json = json.borrow_mut();
-        json.clear();
-        // Not reachable for a `Message` (its serialization cannot fail); hashed as empty.
-        if serde_json::to_writer(&mut *json, message).is_err() {
-            json.clear();
-        }
-        let digest = (xxhash_rust::xxh3::xxh3_64(&json), json.len() as u64);
-        // A huge message's buffer is not kept.
-        if json.capacity() > 1 << 20 {
-            *json = Vec::new();
-        }
-        digest
-    })
 }
 
 /// What the ledger knows of a request before it is sent ([`CacheLedger::plan`]); handed back
