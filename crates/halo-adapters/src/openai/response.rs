@@ -266,8 +266,9 @@ pub(crate) fn parse(body: &[u8]) -> Result<ModelResponse, ModelError> {
         })
         .unwrap_or_default();
 
-    let mut tool_calls = Vec::new();
-    for (index, call) in wire.tool_calls.unwrap_or_default().into_iter().enumerate() {
+    let wire_calls = wire.tool_calls.unwrap_or_default();
+    let mut tool_calls = Vec::with_capacity(wire_calls.len());
+    for (index, call) in wire_calls.into_iter().enumerate() {
         let function = call.function.unwrap_or_default();
         let name = function.name.filter(|n| !n.is_empty()).ok_or_else(|| {
             ModelError::InvalidResponse(format!("tool call {index} has no function name"))
