@@ -177,11 +177,30 @@ enum Update {
 }
 
 /// The history of the last recorded call, as digests.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct Seen {
     key: Option<LogKey>,
     digests: VecDeque<Digest>,
     bytes: u64,
+    /// How `digests` were hashed: [`DIGESTS`], or 0 for a ledger saved by a version that
+    /// hashed differently (its lengths are the same).
+    #[serde(default)]
+    hashed: u8,
+}
+
+/// The way messages are hashed now (XXH3-64 over their fields); a ledger saved with another
+/// is not compared hash by hash.
+const DIGESTS: u8 = 1;
+
+impl Default for Seen {
+    fn default() -> Self {
+        Seen {
+            key: None,
+            digests: VecDeque::new(),
+            bytes: 0,
+            hashed: DIGESTS,
+        }
+    }
 }
 
 /// The last recorded call.
@@ -255,6 +274,22 @@ impl CacheLedger {
         let fingerprint = prefix.fingerprint();
         let prefix_bytes = prefix.canonical_bytes().len() as u64;
         let seen = &self.seen;
+        if seen.hashed != DIGESTS {
+            // Digests saved by a version that hashed otherwise: the leading messages are
+            // taken as the last call's (as for a log that only grew), and digested anew.
+            let all: Vec<Digest> = history.iter().map(message_digest).collect();
+            let reused = seen.digests.len().min(all.len());
+            return Planned {
+                fingerprint,
+                prefix_bytes,
+                history_messages: history.len(),
+                reused,
+                reused_history_bytes: all[..reused].iter().map(|(_, b)| b).sum(),
+                update: Update::Replace(all),
+                key,
+                rewrite_planned,
+            };
+        }
         let grown = match (key, seen.key) {
             (Some(k), Some(prev))
                 if k.generation == prev.generation && k.evicted >= prev.evicted =>
@@ -314,6 +349,7 @@ impl CacheLedger {
         self.seen = Seen {
             key: None,
             bytes: digests.iter().map(|(_, b)| b).sum(),
+            hashed: DIGESTS,
             digests,
         };
         self.previous = Some(Previous {
@@ -433,6 +469,7 @@ impl CacheLedger {
             Update::Replace(all) => {
                 self.seen.bytes = all.iter().map(|(_, b)| b).sum();
                 self.seen.digests = all.into();
+                self.seen.hashed = DIGESTS;
             }
         }
         self.seen.key = planned.key;
@@ -485,6 +522,44 @@ mod tests {
             cache_read_tokens: read,
             ..Usage::default()
         }
+    }
+
+    #[test]
+    fn a_ledger_saved_with_other_hashes_judges_its_next_call_without_a_bust() {
+        let prefix = StablePrefix::new("x".repeat(8000));
+        let mut history: Vec<Message> = (0..40).map(|i| Message::user(format!("m{i}"))).collect();
+        let mut ledger = CacheLedger::default();
+        ledger.record(
+            ledger.plan(&prefix, &history, None, false),
+            &usage(20_000, Some(0)),
+            0,
+        );
+        // As an earlier version saved it: no `hashed`, other hashes, the same lengths.
+        let mut saved = serde_json::to_value(&ledger).unwrap();
+        let seen = saved["seen"].as_object_mut().unwrap();
+        assert_eq!(seen.remove("hashed"), Some(serde_json::json!(DIGESTS)));
+        for digest in seen["digests"].as_array_mut().unwrap() {
+            digest[0] = serde_json::json!(7);
+        }
+        let mut restored: CacheLedger = serde_json::from_value(saved).unwrap();
+        history.push(Message::user("more"));
+        let check = restored.record(
+            restored.plan(&prefix, &history, None, false),
+            &usage(20_050, Some(19_900)),
+            1,
+        );
+        assert!(!check.history_rewritten);
+        assert_eq!(check.reused_history_messages, 40);
+        assert_eq!(check.verdict, CacheVerdict::Hit);
+        // From then on it compares its own digests.
+        history.push(Message::user("again"));
+        let next = restored.record(
+            restored.plan(&prefix, &history, None, false),
+            &usage(20_100, Some(20_000)),
+            2,
+        );
+        assert_eq!(next.reused_history_messages, 41);
+        assert_eq!(next.verdict, CacheVerdict::Hit);
     }
 
     #[test]
