@@ -212,9 +212,9 @@ pub(crate) fn run<'a>(
         // The last model call's span and the ledger's last call number before it, until
         // the engine has judged the call.
         let mut judged: Option<(tracing::Span, Option<u64>)> = None;
-        // The time of the last tool outcome fed, which is also that of the decision that
-        // follows it at once when nothing is handed out between them (one clock read less
-        // per step).
+        // The time of the last feedback, which is also that of the decision that follows
+        // it at once when nothing is handed out between them (one clock read less per
+        // effect).
         let mut fed_at: Option<u64> = None;
         loop {
             agent.take_steering();
@@ -234,7 +234,9 @@ pub(crate) fn run<'a>(
                 }
                 yield event;
             }
-            telemetry::record_run(&run_span, &agent.run_state().run_stats());
+            if !run_span.is_disabled() {
+                telemetry::record_run(&run_span, &agent.run_state().run_stats());
+            }
             let feedback = match effect {
                 Effect::CheckInput { message } => check_input(agent.config(), &message).await,
                 Effect::PrepareStep { step } => {
@@ -411,7 +413,10 @@ pub(crate) fn run<'a>(
             // answer with a message waiting takes another step).
             agent.take_steering();
             let (state, config) = agent.parts();
-            state.feed(feedback, config, clock.now_ms())?;
+            let now = clock.now_ms();
+            state.feed(feedback, config, now)?;
+            // Nothing is handed out before the next decision: it is taken at the same time.
+            fed_at = Some(now);
             if let Some((chat_span, before)) = judged.take()
                 && let Some(check) = state.ledger().last()
                 && Some(check.call) != before
