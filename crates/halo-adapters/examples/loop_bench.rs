@@ -32,7 +32,8 @@
 //! loop's requests carry 1, 3, …, 39 messages). A larger one is a session that already had
 //! runs of this loop: the log is pre-filled with HISTORY − 60 messages of earlier runs, one
 //! more run is made untimed (so the ledger and the history check have seen the log, as in
-//! a live session), and every timed run starts from a clone of that state, carrying
+//! a live session), then one from a clone of that state (so the adapter has kept a body of
+//! a history forked there), and every timed run starts from a clone of that state, carrying
 //! HISTORY − 60 + 41, …, + 79 messages. The log's capacity is large enough that nothing
 //! is evicted. A clone shares its history up to the clone with the earlier runs' clones
 //! (`HistoryKey`), so the adapter reuses the body it kept of the previous run up to there,
@@ -231,7 +232,15 @@ async fn bench(
         warm.generate_text("Warm-up question: which values do k0 to k18 hold?")
             .await
             .context("the warm-up run failed")?;
-        Some(warm.run_state().clone())
+        let template = warm.run_state().clone();
+        // One more untimed run, from a clone like every timed run: the adapter keeps the
+        // body of a history that forked where the timed runs' fork, as a live session
+        // keeps its last step's (without it the first timed run writes the whole history).
+        agent(&model, Some(template.clone()))?
+            .generate_text("Warm-up question: which values do k0 to k18 hold?")
+            .await
+            .context("the second warm-up run failed")?;
+        Some(template)
     };
     timed();
     let mut cpu = Duration::ZERO;
