@@ -85,33 +85,66 @@ pub fn valid_history(history: &[Message]) -> Cow<'_, [Message]> {
 /// Whether `history` needs no change: every call answered once right after its turn, no
 /// orphan, no empty assistant turn.
 pub fn is_valid(history: &[Message]) -> bool {
-    let mut open: Vec<&str> = Vec::new();
+    // The last turn's calls, and which of them have a result (a few words of bits, on the
+    // stack for up to 128 calls).
+    let mut calls: &[ToolCall] = &[];
+    let mut answered = Answered::default();
     for m in history {
         match m {
-            Message::Tool(r) => match open.iter().position(|id| *id == r.tool_call_id) {
-                Some(i) => {
-                    open.swap_remove(i);
+            Message::Tool(r) => {
+                let Some(i) = calls.iter().position(|c| c.id == r.tool_call_id) else {
+                    return false;
+                };
+                if !answered.insert(i) {
+                    return false;
                 }
-                None => return false,
-            },
+            }
             other => {
-                if !open.is_empty() {
+                if answered.count != calls.len() {
                     return false;
                 }
                 if let Message::Assistant(a) = other {
                     if a.text.is_empty() && a.tool_calls.is_empty() {
                         return false;
                     }
-                    open.clear();
-                    open.extend(a.tool_calls.iter().map(|c| c.id.as_str()));
                     if has_duplicate_ids(&a.tool_calls) {
                         return false;
                     }
+                    calls = &a.tool_calls;
+                    answered = Answered::default();
                 }
             }
         }
     }
-    open.is_empty()
+    answered.count == calls.len()
+}
+
+/// The indexes of the calls of a turn that have a result so far.
+#[derive(Default)]
+struct Answered {
+    small: [u64; 2],
+    large: Vec<bool>,
+    count: usize,
+}
+
+impl Answered {
+    /// Marks call `i` answered; false when it already was.
+    fn insert(&mut self, i: usize) -> bool {
+        let fresh = if i < 128 {
+            let (word, bit) = (i / 64, 1u64 << (i % 64));
+            let fresh = self.small[word] & bit == 0;
+            self.small[word] |= bit;
+            fresh
+        } else {
+            let at = i - 128;
+            if self.large.len() <= at {
+                self.large.resize(at + 1, false);
+            }
+            !std::mem::replace(&mut self.large[at], true)
+        };
+        self.count += usize::from(fresh);
+        fresh
+    }
 }
 
 fn has_duplicate_ids(calls: &[ToolCall]) -> bool {

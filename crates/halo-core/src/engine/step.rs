@@ -289,14 +289,16 @@ impl RunState {
             self.commit_tools(config, at_ms);
             return None;
         }
+        // The calls without a result, in call order (no list is built: a step has few).
         let n = step.results.len();
-        let open: Vec<usize> = (0..n).filter(|&i| step.results[i].is_none()).collect();
-        let in_flight: Vec<ToolCall> = open
-            .iter()
-            .filter(|&&i| *step.state(i) == CallState::Started)
-            .map(|&i| step.tool_calls()[i].clone())
-            .collect();
-        if !in_flight.is_empty() {
+        fn open(results: &[Option<ToolResult>]) -> impl Iterator<Item = usize> + '_ {
+            (0..results.len()).filter(|&i| results[i].is_none())
+        }
+        if open(&step.results).any(|i| *step.state(i) == CallState::Started) {
+            let in_flight = open(&step.results)
+                .filter(|&i| *step.state(i) == CallState::Started)
+                .map(|i| step.tool_calls()[i].clone())
+                .collect();
             return Some(Effect::RunTools { calls: in_flight });
         }
         let object = matches!(self.kind, RunKind::Object(_));
@@ -307,39 +309,37 @@ impl RunState {
             }));
         }
         let tools = &config.tools;
-        let runnable = |i: usize| {
+        let runnable = |step: &PendingStep, i: usize| {
             matches!(step.state(i), CallState::Waiting | CallState::Approved)
                 && (object || !tools.is_client_side(&step.tool_calls()[i].name))
         };
         // The next batch: consecutive concurrency-safe calls together, any other alone.
-        let mut batch: Vec<usize> = Vec::new();
-        for &i in open.iter().filter(|&&i| runnable(i)) {
+        // (A batch with a call in it began with a safe one: an unsafe first call is alone.)
+        let mut calls: Vec<ToolCall> = Vec::new();
+        for i in 0..n {
+            if step.results[i].is_some() || !runnable(step, i) {
+                continue;
+            }
             let safe = tools.concurrency_safe(&step.tool_calls()[i].name);
-            match batch.first() {
-                None => {
-                    batch.push(i);
-                    if !safe {
-                        break;
-                    }
-                }
-                Some(_) if safe => batch.push(i),
-                Some(_) => break,
+            if !calls.is_empty() && !safe {
+                break;
+            }
+            let alone = calls.is_empty() && !safe;
+            step.set_state(i, CallState::Started);
+            let call = step.tool_calls()[i].clone();
+            if self.recording.journal && !tools.rerun_safe(&call.name) {
+                self.journal.push(JournalEvent::Call {
+                    call_id: call.id.clone(),
+                    status: CallStatus::Started,
+                    at_ms,
+                });
+            }
+            calls.push(call);
+            if alone {
+                break;
             }
         }
-        if !batch.is_empty() {
-            let mut calls = Vec::with_capacity(batch.len());
-            for i in batch {
-                step.set_state(i, CallState::Started);
-                let call = step.tool_calls()[i].clone();
-                if self.recording.journal && !tools.rerun_safe(&call.name) {
-                    self.journal.push(JournalEvent::Call {
-                        call_id: call.id.clone(),
-                        status: CallStatus::Started,
-                        at_ms,
-                    });
-                }
-                calls.push(call);
-            }
+        if !calls.is_empty() {
             return Some(Effect::RunTools { calls });
         }
         let approvals = step.awaiting_approval();
@@ -351,10 +351,9 @@ impl RunState {
             }
             return None;
         }
-        let tool_calls: Vec<ToolCall> = open
-            .iter()
-            .filter(|&&i| *step.state(i) == CallState::Waiting)
-            .map(|&i| step.tool_calls()[i].clone())
+        let tool_calls: Vec<ToolCall> = open(&step.results)
+            .filter(|&i| *step.state(i) == CallState::Waiting)
+            .map(|i| step.tool_calls()[i].clone())
             .collect();
         Some(Effect::Pause(Pause {
             tool_calls,
