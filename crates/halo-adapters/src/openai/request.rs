@@ -168,7 +168,7 @@ struct Tail<'a> {
 
 /// `io::Write` into a [`BytesMut`], every write one `extend_from_slice` (serde_json writes
 /// in small pieces; the buffer grows by doubling).
-struct Out<'b>(&'b mut BytesMut);
+pub(super) struct Out<'b>(pub(super) &'b mut BytesMut);
 
 impl io::Write for Out<'_> {
     #[inline]
@@ -188,7 +188,7 @@ impl io::Write for Out<'_> {
     }
 }
 
-fn serialize_error(e: impl fmt::Display) -> ModelError {
+pub(super) fn serialize_error(e: impl fmt::Display) -> ModelError {
     ModelError::Other(format!("cannot serialize the request body: {e}"))
 }
 
@@ -251,8 +251,7 @@ impl Body<'_> {
             if i > 0 || !bare {
                 out.extend_from_slice(b",");
             }
-            let wire = wire_message(self.cfg, message, self.newest == Some(i))?;
-            serde_json::to_writer(Out(out), &wire).map_err(serialize_error)?;
+            wire_message(self.cfg, message, self.newest == Some(i))?.write(out)?;
             ends.push(out.len());
         }
         Ok(())
