@@ -182,15 +182,16 @@ struct Seen {
     key: Option<LogKey>,
     digests: VecDeque<Digest>,
     bytes: u64,
-    /// How `digests` were hashed: [`DIGESTS`], or 0 for a ledger saved by a version that
-    /// hashed differently (its lengths are the same).
+    /// How `digests` were hashed: [`DIGESTS`], or another number (0 when absent) for a
+    /// ledger saved by a version that hashed differently (its lengths are the same).
     #[serde(default)]
     hashed: u8,
 }
 
-/// The way messages are hashed now (XXH3-64 over their fields); a ledger saved with another
-/// is not compared hash by hash.
-const DIGESTS: u8 = 1;
+/// The way messages are hashed now (2: XXH3-64 chained over their values, keys chained in
+/// by constants; 1 hashed the keys too); a ledger saved with another is not compared hash
+/// by hash.
+const DIGESTS: u8 = 2;
 
 impl Default for Seen {
     fn default() -> Self {

@@ -2,12 +2,13 @@
 //! of its JSON, computed without writing the JSON.
 //!
 //! The hash chains XXH3-64 (whose output its specification fixes: the same in every process,
-//! platform and version) over each field in a fixed order, each seeded with what came before
-//! and a tag of its own, so two messages hash alike only when every field is equal. The
-//! length is exactly `serde_json::to_vec(message).len()`: the JSON's punctuation and keys
-//! counted per field, each string with its escapes (tested against `serde_json` over
-//! arbitrary messages). Every type is taken apart field by field, so a field added to a
-//! message type does not compile here until it is counted.
+//! platform and version) over each value in a fixed order, each seeded with what came before
+//! (the keys before it chained in by a constant of their own) and a tag of its own, so two
+//! messages hash alike only when every field is equal. The length is exactly
+//! `serde_json::to_vec(message).len()`: the JSON's punctuation and keys counted per field,
+//! each string with its escapes (tested against `serde_json` over arbitrary messages).
+//! Every type is taken apart field by field, so a field added to a message type does not
+//! compile here until it is counted.
 //!
 //! Writing the JSON and hashing it cost a seventh of a step's own work on a short tool loop;
 //! this costs a fraction of that.
@@ -20,29 +21,58 @@ use crate::message::{AssistantMessage, ContentPart, Message, Reasoning, ToolCall
 /// A message's digest: its hash and the length of its JSON in bytes.
 pub(super) type Digest = (u64, u64);
 
+/// A JSON key: its name, and its identity in the hash (FNV-1a of the name, computed when
+/// compiling).
+#[derive(Clone, Copy)]
+struct Key {
+    name: &'static str,
+    id: u64,
+}
+
+impl Key {
+    const fn new(name: &'static str) -> Key {
+        let bytes = name.as_bytes();
+        let mut id: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut i = 0;
+        while i < bytes.len() {
+            id ^= bytes[i] as u64;
+            id = id.wrapping_mul(0x0000_0100_0000_01b3);
+            i += 1;
+        }
+        Key { name, id }
+    }
+}
+
+/// `key!("name")`: the [`Key`] named so, made when compiling.
+macro_rules! key {
+    ($name:literal) => {
+        const { Key::new($name) }
+    };
+}
+
 /// The digest of `message`.
 pub(super) fn message_digest(message: &Message) -> Digest {
     let mut d = Digester::default();
     d.open();
     match message {
         Message::System { content } => {
-            d.key_str("role", "system");
+            d.key_str(key!("role"), "system");
             d.comma();
-            d.key_str("content", content);
+            d.key_str(key!("content"), content);
         }
         Message::User { content } => {
-            d.key_str("role", "user");
+            d.key_str(key!("role"), "user");
             d.comma();
-            d.key("content");
+            d.key(key!("content"));
             d.list(content, Digester::part);
         }
         Message::Assistant(turn) => {
-            d.key_str("role", "assistant");
+            d.key_str(key!("role"), "assistant");
             d.comma();
             d.assistant_fields(turn);
         }
         Message::Tool(result) => {
-            d.key_str("role", "tool");
+            d.key_str(key!("role"), "tool");
             d.comma();
             d.result_fields(result);
         }
@@ -87,19 +117,21 @@ impl Digester {
         self.mix(2, s.as_bytes());
     }
 
-    /// `"name":`
-    fn key(&mut self, name: &'static str) {
-        self.len += name.len() as u64 + 3;
-        self.mix(3, name.as_bytes());
+    /// `"name":`, chained in by its identity (no hashing of the name at run time).
+    fn key(&mut self, key: Key) {
+        self.len += key.name.len() as u64 + 3;
+        self.hash = (self.hash ^ key.id)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .rotate_left(29);
     }
 
-    fn key_str(&mut self, name: &'static str, value: &str) {
-        self.key(name);
+    fn key_str(&mut self, key: Key, value: &str) {
+        self.key(key);
         self.string(value);
     }
 
-    fn key_bool(&mut self, name: &'static str, value: bool) {
-        self.key(name);
+    fn key_bool(&mut self, key: Key, value: bool) {
+        self.key(key);
         let literal = if value { "true" } else { "false" };
         self.len += literal.len() as u64;
         self.mix(1, literal.as_bytes());
@@ -128,16 +160,16 @@ impl Digester {
         self.open();
         match part {
             ContentPart::Text { text } => {
-                self.key_str("type", "text");
+                self.key_str(key!("type"), "text");
                 self.comma();
-                self.key_str("text", text);
+                self.key_str(key!("text"), text);
             }
             ContentPart::Image { media_type, data } => {
-                self.key_str("type", "image");
+                self.key_str(key!("type"), "image");
                 self.comma();
-                self.key_str("media_type", media_type);
+                self.key_str(key!("media_type"), media_type);
                 self.comma();
-                self.key_str("data", data);
+                self.key_str(key!("data"), data);
             }
         }
         self.close();
@@ -149,15 +181,15 @@ impl Digester {
             reasoning,
             tool_calls,
         } = turn;
-        self.key_str("text", text);
+        self.key_str(key!("text"), text);
         if !reasoning.is_empty() {
             self.comma();
-            self.key("reasoning");
+            self.key(key!("reasoning"));
             self.list(reasoning, Digester::reasoning);
         }
         if !tool_calls.is_empty() {
             self.comma();
-            self.key("tool_calls");
+            self.key(key!("tool_calls"));
             self.list(tool_calls, Digester::call);
         }
     }
@@ -165,10 +197,10 @@ impl Digester {
     fn reasoning(&mut self, block: &Reasoning) {
         let Reasoning { text, signature } = block;
         self.open();
-        self.key_str("text", text);
+        self.key_str(key!("text"), text);
         if let Some(signature) = signature {
             self.comma();
-            self.key_str("signature", signature);
+            self.key_str(key!("signature"), signature);
         }
         self.close();
     }
@@ -181,14 +213,14 @@ impl Digester {
             provider_data,
         } = call;
         self.open();
-        self.key_str("id", id);
+        self.key_str(key!("id"), id);
         self.comma();
-        self.key_str("name", name);
+        self.key_str(key!("name"), name);
         self.comma();
-        self.key_str("raw_arguments", raw_arguments);
+        self.key_str(key!("raw_arguments"), raw_arguments);
         if let Some(data) = provider_data {
             self.comma();
-            self.key("provider_data");
+            self.key(key!("provider_data"));
             self.value(data);
         }
         self.close();
@@ -202,16 +234,16 @@ impl Digester {
             is_error,
             discardable,
         } = result;
-        self.key_str("tool_call_id", tool_call_id);
+        self.key_str(key!("tool_call_id"), tool_call_id);
         self.comma();
-        self.key_str("tool_name", tool_name);
+        self.key_str(key!("tool_name"), tool_name);
         self.comma();
-        self.key_str("content", content);
+        self.key_str(key!("content"), content);
         self.comma();
-        self.key_bool("is_error", *is_error);
+        self.key_bool(key!("is_error"), *is_error);
         if *discardable {
             self.comma();
-            self.key_bool("discardable", true);
+            self.key_bool(key!("discardable"), true);
         }
     }
 }
