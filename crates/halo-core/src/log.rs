@@ -59,9 +59,6 @@ impl Default for Lineage {
     }
 }
 
-/// Messages a log makes room for at its first append.
-const FIRST_ROOM: usize = 64;
-
 /// Where a cloned log came from: the original's identity, generation, eviction count and
 /// length at the moment of the clone. While neither log is edited or evicts, the first
 /// `len` messages of both are those.
@@ -335,22 +332,11 @@ impl MessageLog {
         );
     }
 
-    /// Room for a short session's messages at the first append, so a new log does not move
-    /// its messages at 4, 8, 16 and 32 (a 20-step tool loop appends 41).
-    fn first_room(&mut self) {
-        if self.messages.capacity() == 0 {
-            let room = self.capacity.min(FIRST_ROOM);
-            self.messages.reserve(room);
-            self.meta.reserve(room);
-        }
-    }
-
     /// Appends an assistant message and the tool results answering its calls as one step,
     /// so no eviction can fall between them. A result with
     /// [`ToolResult::discardable`](crate::ToolResult::discardable) set is marked
     /// discardable.
     pub fn push_step(&mut self, assistant: Message, results: impl IntoIterator<Item = Message>) {
-        self.first_room();
         self.messages.push_back(assistant);
         self.meta.push_back(Meta::default());
         for r in results {
@@ -458,7 +444,6 @@ impl MessageLog {
     }
 
     fn push_meta(&mut self, message: Message, meta: Meta) {
-        self.first_room();
         self.messages.push_back(message);
         self.meta.push_back(meta);
         self.evict();

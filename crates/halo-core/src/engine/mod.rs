@@ -508,8 +508,6 @@ impl RunState {
 
     pub(super) fn begin(&mut self) {
         self.steps.clear();
-        // Room for a tool loop's steps at once (an answered run's steps moved out with it).
-        self.steps.reserve(16);
         self.run_start = self.stats;
         self.ending = None;
         self.loops = LoopWatch::default();
