@@ -236,6 +236,26 @@ mod tests {
     }
 
     #[test]
+    fn a_turn_of_many_calls_is_checked_past_the_first_128() {
+        // The answered calls are kept in bits up to 128, in a list beyond.
+        let ids: Vec<String> = (0..140).map(|i| format!("c{i}")).collect();
+        let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let mut h = vec![Message::user("hi"), turn("", &ids)];
+        h.extend(ids.iter().rev().map(|id| result(id)));
+        h.push(turn("done", &[]));
+        assert!(is_valid(&h));
+        // A second result for a call past 128, in place of one for the call before it.
+        let mut twice = h.clone();
+        let c139 = twice.len() - 2 - 139;
+        twice[c139 + 1] = result("c139");
+        assert!(!is_valid(&twice));
+        // One result missing past 128.
+        let mut missing = h.clone();
+        missing.remove(2);
+        assert!(!is_valid(&missing));
+    }
+
+    #[test]
     fn orphans_are_dropped_and_dangling_calls_closed_in_call_order() {
         let h = vec![
             result("x"), // answers nothing

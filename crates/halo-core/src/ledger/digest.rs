@@ -14,6 +14,7 @@
 //! this costs a fraction of that.
 
 use serde_json::Value;
+use xxhash_rust::const_xxh3;
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 use crate::message::{AssistantMessage, ContentPart, Message, Reasoning, ToolCall, ToolResult};
@@ -21,7 +22,7 @@ use crate::message::{AssistantMessage, ContentPart, Message, Reasoning, ToolCall
 /// A message's digest: its hash and the length of its JSON in bytes.
 pub(super) type Digest = (u64, u64);
 
-/// A JSON key: its name, and its identity in the hash (FNV-1a of the name, computed when
+/// A JSON key: its name, and its identity in the hash (XXH3-64 of the name, computed when
 /// compiling).
 #[derive(Clone, Copy)]
 struct Key {
@@ -31,15 +32,10 @@ struct Key {
 
 impl Key {
     const fn new(name: &'static str) -> Key {
-        let bytes = name.as_bytes();
-        let mut id: u64 = 0xcbf2_9ce4_8422_2325;
-        let mut i = 0;
-        while i < bytes.len() {
-            id ^= bytes[i] as u64;
-            id = id.wrapping_mul(0x0000_0100_0000_01b3);
-            i += 1;
+        Key {
+            name,
+            id: const_xxh3::xxh3_64(name.as_bytes()),
         }
-        Key { name, id }
     }
 }
 
