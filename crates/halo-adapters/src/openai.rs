@@ -78,6 +78,7 @@ pub(crate) mod error;
 mod history;
 mod request;
 mod response;
+mod scan;
 mod stream;
 mod wire;
 

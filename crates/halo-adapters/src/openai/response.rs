@@ -17,6 +17,7 @@ use serde_json::Value;
 /// A `chat.completion` object. Every field is optional so that servers that leave some
 /// out still parse; what Halo needs is checked in [`parse`].
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(PartialEq))]
 #[serde(default)]
 pub(crate) struct ChatCompletion {
     pub id: Option<String>,
@@ -31,6 +32,7 @@ pub(crate) struct ChatCompletion {
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(PartialEq))]
 #[serde(default)]
 pub(crate) struct Choice {
     pub message: Option<ResponseMessage>,
@@ -38,6 +40,7 @@ pub(crate) struct Choice {
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(PartialEq))]
 #[serde(default)]
 pub(crate) struct ResponseMessage {
     pub content: Option<WireContent>,
@@ -51,6 +54,7 @@ pub(crate) struct ResponseMessage {
 
 /// `content` as a string, or (some servers) an array of `{"type":"text","text":..}` parts.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(PartialEq))]
 #[serde(untagged)]
 pub(crate) enum WireContent {
     Text(String),
@@ -58,6 +62,7 @@ pub(crate) enum WireContent {
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(PartialEq))]
 #[serde(default)]
 pub(crate) struct ResponseToolCall {
     pub id: Option<String>,
@@ -65,6 +70,7 @@ pub(crate) struct ResponseToolCall {
 }
 
 #[derive(Debug, Default, Deserialize)]
+#[cfg_attr(test, derive(PartialEq))]
 #[serde(default)]
 pub(crate) struct ResponseFunction {
     pub name: Option<String>,
@@ -75,6 +81,7 @@ pub(crate) struct ResponseFunction {
 
 /// The `usage` object of OpenAI, DeepSeek and the compatible servers.
 #[derive(Debug, Default, Clone, Deserialize)]
+#[cfg_attr(test, derive(PartialEq))]
 #[serde(default)]
 pub(crate) struct WireUsage {
     pub prompt_tokens: Option<u64>,
@@ -88,6 +95,7 @@ pub(crate) struct WireUsage {
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
+#[cfg_attr(test, derive(PartialEq))]
 #[serde(default)]
 pub(crate) struct PromptTokensDetails {
     pub cached_tokens: Option<u64>,
@@ -96,6 +104,7 @@ pub(crate) struct PromptTokensDetails {
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
+#[cfg_attr(test, derive(PartialEq))]
 #[serde(default)]
 pub(crate) struct CompletionTokensDetails {
     pub reasoning_tokens: Option<u64>,
@@ -106,6 +115,7 @@ pub(crate) struct CompletionTokensDetails {
 /// tokens reused from the KV cache, `prompt_n` prompt tokens evaluated for this request,
 /// `predicted_n` tokens generated.
 #[derive(Debug, Default, Clone, Deserialize)]
+#[cfg_attr(test, derive(PartialEq))]
 #[serde(default)]
 pub(crate) struct Timings {
     pub cache_n: Option<u64>,
@@ -211,7 +221,11 @@ pub(crate) fn parse(body: &[u8]) -> Result<ModelResponse, ModelError> {
     // UTF-8 is checked once for the whole body, not string by string (`from_slice` checks
     // each string it reads: a quarter of the parse of a small completion).
     let text = std::str::from_utf8(body).map_err(|e| not_completion(&e))?;
-    let completion: ChatCompletion = serde_json::from_str(text).map_err(|e| not_completion(&e))?;
+    // The common shapes directly; anything else (and every error) through serde_json.
+    let completion = match super::scan::read(text) {
+        Some(completion) => completion,
+        None => serde_json::from_str(text).map_err(|e| not_completion(&e))?,
+    };
     if completion.choices.is_empty() {
         let why = match &completion.error {
             Some(err) => format!(
