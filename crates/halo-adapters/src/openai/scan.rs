@@ -74,6 +74,17 @@ fn plain_run(b: &[u8], from: usize) -> Option<usize> {
     Some(j + b.get(j..)?.iter().position(|&c| STOPS[usize::from(c)])?)
 }
 
+/// What [`Scan::key`] found.
+#[derive(Debug, PartialEq, Eq)]
+enum Key {
+    /// The object ended.
+    End,
+    /// The field of this index in the list asked for.
+    Field(usize),
+    /// A key not in the list.
+    Other,
+}
+
 /// A cursor over the body. Every method returns `None` for what it does not accept, having
 /// consumed an unspecified amount: the whole read is then abandoned.
 struct Scan<'a> {
@@ -124,14 +135,14 @@ impl<'a> Scan<'a> {
         (self.depth <= MAX_DEPTH).then_some(())
     }
 
-    /// The next key of the object being read, its colon consumed; `Some(None)` at its end.
-    /// `first` is true until the first key has been read.
-    fn key(&mut self, first: &mut bool) -> Option<Option<&'a str>> {
+    /// The next key of the object being read, its colon consumed: which of `fields` it is,
+    /// another key, or the object's end. `first` is true until the first key has been read.
+    fn key(&mut self, first: &mut bool, fields: &[&str]) -> Option<Key> {
         let mut next = self.peek()?;
         if next == b'}' {
             self.i += 1;
             self.depth -= 1;
-            return Some(None);
+            return Some(Key::End);
         }
         if !*first {
             if next != b',' {
@@ -144,12 +155,26 @@ impl<'a> Scan<'a> {
         if next != b'"' {
             return None;
         }
-        let (key, escaped) = self.raw_str()?;
-        if escaped || self.peek()? != b':' {
+        // A field's name followed by its closing quote is that field, without a scan for
+        // the quote (an escaped key never matches: its backslash is not the quote).
+        let rest = self.b.get(self.i + 1..)?;
+        let key = match fields.iter().position(|field| {
+            rest.get(field.len()) == Some(&b'"') && rest.starts_with(field.as_bytes())
+        }) {
+            Some(i) => {
+                self.i += fields[i].len() + 2;
+                Key::Field(i)
+            }
+            None => match self.raw_str()? {
+                (_, false) => Key::Other,
+                (_, true) => return None,
+            },
+        };
+        if self.peek()? != b':' {
             return None;
         }
         self.i += 1;
-        Some(Some(key))
+        Some(key)
     }
 
     /// Whether another item of the array being read follows (its comma consumed).
@@ -268,7 +293,7 @@ impl<'a> Scan<'a> {
             b'{' => {
                 self.open(b'{')?;
                 let mut first = true;
-                while self.key(&mut first)?.is_some() {
+                while self.key(&mut first, &[])? != Key::End {
                     self.skip()?;
                 }
                 Some(())
@@ -341,9 +366,11 @@ impl<'a> Scan<'a> {
     ) -> Option<()> {
         self.open(b'{')?;
         let (mut seen, mut first) = (0u32, true);
-        while let Some(key) = self.key(&mut first)? {
-            match fields.iter().position(|field| *field == key) {
-                Some(i) => {
+        loop {
+            match self.key(&mut first, fields)? {
+                Key::End => return Some(()),
+                Key::Other => self.skip()?,
+                Key::Field(i) => {
                     let bit = 1 << i;
                     if seen & bit != 0 {
                         return None;
@@ -351,10 +378,8 @@ impl<'a> Scan<'a> {
                     seen |= bit;
                     read(self, i)?;
                 }
-                None => self.skip()?,
             }
         }
-        Some(())
     }
 
     fn completion(&mut self) -> Option<ChatCompletion> {

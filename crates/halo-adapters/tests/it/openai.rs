@@ -757,6 +757,24 @@ async fn request_body_bytes_are_exact() {
             r#""stop":["END"],"response_format":{"type":"json_object"},"cache_prompt":true}"#
         )
     );
+    // Body fields alone after the messages, in the order of their names.
+    let model = OpenAiCompatible::custom("http://127.0.0.1:9/v1", "m")
+        .body_field("x_b", json!([true, null]))
+        .body_field("x_a", json!({"k": "v\""}))
+        .build()
+        .unwrap();
+    let options = GenerationOptions::default();
+    let body = model
+        .request_body(&ModelRequest::new(
+            &StablePrefix::new(""),
+            &history[..1],
+            &options,
+        ))
+        .unwrap();
+    assert_eq!(
+        String::from_utf8(body.to_vec()).unwrap(),
+        r#"{"model":"m","messages":[{"role":"user","content":"u"}],"x_a":{"k":"v\""},"x_b":[true,null]}"#
+    );
 }
 
 #[tokio::test]
