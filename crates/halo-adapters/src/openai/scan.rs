@@ -540,12 +540,14 @@ impl<'a> Scan<'a> {
 /// Decodes the escapes of a string's raw text (already checked by [`Scan::raw_str`]); `None`
 /// for a lone surrogate, which `serde_json` refuses in a string.
 fn unescape(raw: &str) -> Option<String> {
-    let mut out = String::with_capacity(raw.len());
-    let mut rest = raw;
-    while let Some(at) = rest.find('\\') {
-        out.push_str(&rest[..at]);
-        let b = &rest.as_bytes()[at..];
-        let (c, used) = match *b.get(1)? {
+    let b = raw.as_bytes();
+    let mut out = String::with_capacity(b.len());
+    // The raw text has no quote or control character left (`raw_str` checked it), so the
+    // next byte `plain_run` stops at is a backslash.
+    let mut start = 0;
+    while let Some(i) = plain_run(b, start) {
+        out.push_str(raw.get(start..i)?);
+        let (c, used) = match *b.get(i + 1)? {
             b'"' => ('"', 2),
             b'\\' => ('\\', 2),
             b'/' => ('/', 2),
@@ -554,12 +556,12 @@ fn unescape(raw: &str) -> Option<String> {
             b'n' => ('\n', 2),
             b'r' => ('\r', 2),
             b't' => ('\t', 2),
-            b'u' => match hex4(b.get(2..6)?)? {
+            b'u' => match hex4(b.get(i + 2..i + 6)?)? {
                 high @ 0xD800..=0xDBFF => {
-                    if b.get(6..8)? != b"\\u" {
+                    if b.get(i + 6..i + 8)? != b"\\u" {
                         return None;
                     }
-                    let low = hex4(b.get(8..12)?)?;
+                    let low = hex4(b.get(i + 8..i + 12)?)?;
                     if !(0xDC00..=0xDFFF).contains(&low) {
                         return None;
                     }
@@ -573,9 +575,9 @@ fn unescape(raw: &str) -> Option<String> {
             _ => return None,
         };
         out.push(c);
-        rest = rest.get(at + used..)?;
+        start = i + used;
     }
-    out.push_str(rest);
+    out.push_str(raw.get(start..)?);
     Some(out)
 }
 
