@@ -293,14 +293,14 @@ impl ChatCompletions {
         let start = key
             .as_ref()
             .and_then(|k| self.histories.take(k, fingerprint, body.note(), model));
-        let (mut out, mut ends, from) = match start {
-            Some(start) => (start.out, start.ends, start.from),
+        let (mut out, mut ends, from, kept_model) = match start {
+            Some(start) => (start.out, start.ends, start.from, Some(start.model)),
             None => {
                 let hint = self.body_len_hint.load(Ordering::Relaxed);
                 // Room for the last body and what a step adds to it.
                 let mut out = BytesMut::with_capacity(hint + hint / 8 + 4096);
                 body.write_head(&mut out)?;
-                (out, Vec::with_capacity(body.history_len()), 0)
+                (out, Vec::with_capacity(body.history_len()), 0, None)
             }
         };
         body.write_messages(&mut out, from, &mut ends)?;
@@ -310,7 +310,8 @@ impl ChatCompletions {
         if let Some(key) = key {
             self.histories.keep(history::Kept {
                 key,
-                model: model.to_owned(),
+                // A continued body's model is this one (`take` matched it).
+                model: kept_model.unwrap_or_else(|| model.to_owned()),
                 fingerprint,
                 note: body.note(),
                 body: bytes.clone(),

@@ -46,12 +46,14 @@ pub(crate) struct Kept {
 }
 
 /// A body to continue: the head and the first `from` history messages are in `out`, and
-/// `ends` holds where those messages end.
+/// `ends` holds where those messages end. `model` is the kept body's (the model asked for),
+/// handed back so keeping the new body needs no copy of it.
 #[derive(Debug)]
 pub(crate) struct Start {
     pub(crate) out: BytesMut,
     pub(crate) ends: Vec<usize>,
     pub(crate) from: usize,
+    pub(crate) model: String,
 }
 
 /// The kept bodies, least recently written first. Shared by an adapter's clones.
@@ -78,7 +80,12 @@ impl Histories {
             .map(|(i, k)| (i, key.shared_prefix(&k.key).min(k.ends.len())))
             .filter(|&(_, shared)| shared > 0)
             .max_by_key(|&(_, shared)| shared)?;
-        let Kept { body, mut ends, .. } = kept.remove(i);
+        let Kept {
+            body,
+            mut ends,
+            model,
+            ..
+        } = kept.remove(i);
         drop(kept);
         let cut = ends[shared - 1];
         ends.truncate(shared);
@@ -99,6 +106,7 @@ impl Histories {
             out,
             ends,
             from: shared,
+            model,
         })
     }
 
