@@ -56,6 +56,7 @@ static STOPS: [bool; 256] = {
 /// The index of the first quote, backslash or control character at or after `from`: eight
 /// bytes at a time while eight remain (a word's bytes that are zero after an XOR, or below
 /// 0x20, flag their high bit; the lowest flag is exact), then byte by byte.
+#[inline(always)]
 fn plain_run(b: &[u8], from: usize) -> Option<usize> {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
     const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
@@ -139,6 +140,7 @@ impl<'a> Scan<'a> {
 
     /// The next key of the object being read, its colon consumed: which of `fields` it is,
     /// another key, or the object's end. `first` is true until the first key has been read.
+    #[inline(always)]
     fn key(&mut self, first: &mut bool, fields: &[&str]) -> Option<Key> {
         let mut next = self.peek()?;
         if next == b'}' {
@@ -202,19 +204,24 @@ impl<'a> Scan<'a> {
     /// character is refused, as JSON refuses it.
     fn raw_str(&mut self) -> Option<(&'a str, bool)> {
         let start = self.i + 1;
-        // Nearly every string ends without an escape: find its end eight bytes at a time,
-        // before the loop that follows escapes.
-        let mut j = plain_run(self.b, start)?;
+        // Nearly every string ends without an escape: find its end eight bytes at a time.
+        let j = plain_run(self.b, start)?;
         if self.b[j] == b'"' {
             self.i = j + 1;
             return Some((self.text.get(start..j)?, false));
         }
-        let mut escaped = false;
+        self.escaped_str(start, j)
+    }
+
+    /// The rest of [`raw_str`](Self::raw_str) for a string whose plain run ended at `j`
+    /// short of its closing quote: each escape checked, the runs between them skipped eight
+    /// bytes at a time.
+    #[inline(never)]
+    fn escaped_str(&mut self, start: usize, mut j: usize) -> Option<(&'a str, bool)> {
         loop {
             match *self.b.get(j)? {
                 b'"' => break,
                 b'\\' => {
-                    escaped = true;
                     match *self.b.get(j + 1)? {
                         b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => j += 2,
                         b'u' => {
@@ -226,14 +233,15 @@ impl<'a> Scan<'a> {
                         }
                         _ => return None,
                     }
+                    j = plain_run(self.b, j)?;
                 }
-                0..=0x1f => return None,
-                _ => j += 1,
+                // A control character.
+                _ => return None,
             }
         }
         self.i = j + 1;
         // Both ends are ASCII quotes, so both are character boundaries of `text`.
-        Some((self.text.get(start..j)?, escaped))
+        Some((self.text.get(start..j)?, true))
     }
 
     /// The string at the cursor, escapes decoded.
@@ -361,6 +369,7 @@ impl<'a> Scan<'a> {
 
     /// Reads an object: the value of a key among `fields` by `read(self, its index)`, any
     /// other key's value skipped. A field given twice is `serde_json`'s "duplicate field".
+    #[inline(always)]
     fn fields(
         &mut self,
         fields: &[&str],
