@@ -27,7 +27,7 @@ use std::process::{Output, Stdio};
 use std::time::Duration;
 
 use halo_adapters::sim::openai::OpenAiSim;
-use halo_core::session::{DEFAULT_SESSION, JournalEvent, SessionStore as _};
+use halo_core::session::{DEFAULT_SESSION, JournalEvent, SessionError, SessionStore as _};
 use halo_stream::journal::JsonlStore;
 use serde_json::Value;
 
@@ -113,8 +113,23 @@ pub fn describe(out: &Output) -> String {
 }
 
 /// The journal at `path`, loaded as the coder loads it (no coder may have it open).
+///
+/// Right after a `kill -9` the journal's lock can still be held for a moment: a command
+/// the coder was starting, forked but not yet exec'd, holds a copy of the lock's
+/// descriptor until its exec closes it. So a store that finds it in use tries again for up
+/// to 10 s, as the error tells a user to.
 pub async fn journal(path: &Path) -> Vec<JournalEvent> {
-    JsonlStore::open(path)
+    let mut tries = 0;
+    let store = loop {
+        match JsonlStore::open(path) {
+            Err(SessionError::InUse { .. }) if tries < 100 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            opened => break opened,
+        }
+    };
+    store
         .unwrap_or_else(|e| panic!("the journal {} opens: {e}", path.display()))
         .load(DEFAULT_SESSION)
         .await
