@@ -133,7 +133,8 @@ pub(crate) struct Body<'a> {
     tail: Tail<'a>,
 }
 
-/// The fields after `messages`, in the order they are written.
+/// The fields after `messages`, in the order they are written ([`Tail::write_fields`]; a
+/// field added here is written there too, and set in its test).
 #[derive(Debug, Serialize)]
 struct Tail<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]

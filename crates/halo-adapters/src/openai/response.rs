@@ -16,6 +16,9 @@ use serde_json::Value;
 
 /// A `chat.completion` object. Every field is optional so that servers that leave some
 /// out still parse; what Halo needs is checked in [`parse`].
+///
+/// `scan.rs` reads these structs too, field by field: a field added to any of them is
+/// added there and to the generator of its tests, or bodies carrying it are read without it.
 #[derive(Debug, Default, Deserialize)]
 #[cfg_attr(test, derive(PartialEq))]
 #[serde(default)]
