@@ -40,7 +40,8 @@ pub(super) fn read(text: &str) -> Option<ChatCompletion> {
     (scan.i == scan.b.len()).then_some(completion)
 }
 
-/// The bytes that end a string's plain run (what [`plain_run`] looks for): a quote, a backslash, a control character.
+/// The bytes that end a string's plain run (what [`plain_run`] looks for): a quote, a
+/// backslash, a control character.
 static STOPS: [bool; 256] = {
     let mut stops = [false; 256];
     let mut c = 0;
