@@ -129,6 +129,9 @@ pub(crate) fn chat_span(
 /// Records what came of a model call on its `chat` span.
 pub(crate) fn record_answer(span: &tracing::Span, answer: &Result<ModelResponse, ModelError>) {
     match answer {
+        // Nothing to record on a span no subscriber takes (the failure's warning is an
+        // event of its own, which a subscriber may take without the span).
+        Ok(_) if span.is_disabled() => {}
         Ok(response) => record_response(span, response),
         Err(e) => record_failure(span, e),
     }
@@ -247,6 +250,9 @@ fn record_usage(span: &tracing::Span, usage: &Usage) {
 
 /// Records the cache ledger's judgement of a call on its `chat` span.
 pub(crate) fn record_cache(span: &tracing::Span, check: &CacheCheck) {
+    if span.is_disabled() {
+        return;
+    }
     if let Some(n) = check.expected_cached_tokens {
         span.record("halo.cache.expected_read_tokens", int(n));
     }

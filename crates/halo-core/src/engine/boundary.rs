@@ -12,6 +12,9 @@ use crate::session::JournalEvent;
 
 use super::{Failure, Phase, RunState, Stage};
 
+/// Steps a run makes room for at its first step (at most its step limit).
+const STEPS_ROOM: usize = 64;
+
 impl RunState {
     /// A step boundary's first decisions: the step limit, the loop guard, a handoff's
     /// history filter, the steering messages (and a nudge) into the log, changed tool
@@ -21,6 +24,10 @@ impl RunState {
         if self.steps.len() >= max_steps {
             self.fail(Failure::MaxSteps { max_steps }, at_ms);
             return;
+        }
+        if self.steps.capacity() == 0 {
+            // Room for the run's steps at once, not a copy of them at 4, 8 and 16.
+            self.steps.reserve(max_steps.min(STEPS_ROOM));
         }
         let mut nudge = None;
         if self.steps.len() > self.loops.checked {

@@ -664,7 +664,11 @@ impl RunState {
     }
 
     fn log_step(&mut self, step: PendingStep, at_ms: u64) {
-        let results: Vec<ToolResult> = step.results.into_iter().flatten().collect();
+        // The results in their slots' allocation (`map_while` collects in place; `flatten`
+        // would allocate anew).
+        let mut slots = step.results;
+        slots.retain(Option::is_some);
+        let results: Vec<ToolResult> = slots.into_iter().map_while(|r| r).collect();
         if self.recording.journal {
             self.journal.push(JournalEvent::Step {
                 assistant: step.response.message.clone(),
