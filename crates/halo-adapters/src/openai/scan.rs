@@ -403,10 +403,13 @@ impl<'a> Scan<'a> {
                 1 => c.model = s.opt_str()?,
                 2 => {
                     s.open(b'[')?;
+                    // One choice, nearly always (`n` > 1 is rare).
+                    let mut choices = Vec::with_capacity(1);
                     let mut first = true;
                     while s.item(&mut first)? {
-                        c.choices.push(s.choice()?);
+                        choices.push(s.choice()?);
                     }
+                    c.choices = choices;
                 }
                 3 => c.usage = s.opt_object(Self::usage)?,
                 4 => c.timings = s.opt_object(Self::timings)?,
@@ -448,7 +451,7 @@ impl<'a> Scan<'a> {
                 3 => {
                     m.tool_calls = s.opt_object(|s| {
                         s.open(b'[')?;
-                        let mut calls = Vec::new();
+                        let mut calls = Vec::with_capacity(1);
                         let mut first = true;
                         while s.item(&mut first)? {
                             calls.push(s.tool_call()?);
