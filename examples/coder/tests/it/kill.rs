@@ -228,9 +228,15 @@ async fn start(sim: &OpenAiSim, dir: &Path, args: &[&str], kill_after: Option<Du
         _ = tokio::time::sleep(limit) => None,
     };
     let Some(status) = status else {
-        assert!(kill_after.is_some(), "the coder did not finish within 60 s");
         child.kill().await.unwrap(); // SIGKILL, then reaped
-        let (_, stderr) = read.await.unwrap();
+        let (stdout, stderr) = read.await.unwrap();
+        assert!(
+            kill_after.is_some(),
+            "the coder did not finish within 60 s; {} requests reached the fake; its stdout:\n{}\nits stderr:\n{}",
+            sim.requests().len(),
+            String::from_utf8_lossy(&stdout),
+            String::from_utf8_lossy(&stderr),
+        );
         return End::Killed(stderr);
     };
     let (stdout, stderr) = read.await.unwrap();
