@@ -193,10 +193,6 @@ struct Seen {
 /// by hash.
 const DIGESTS: u8 = 2;
 
-/// Digests a fresh ledger makes room for at its first call: a short run's history fits
-/// without the deque reallocating as it doubles.
-const FIRST_ROOM: usize = 64;
-
 impl Default for Seen {
     fn default() -> Self {
         Seen {
@@ -469,10 +465,6 @@ impl CacheLedger {
                     self.seen.bytes -= bytes;
                 }
                 self.seen.bytes += tail.iter().map(|(_, b)| b).sum::<u64>();
-                if self.seen.digests.capacity() == 0 {
-                    // A fresh ledger: room for a short run's messages at once.
-                    self.seen.digests.reserve(FIRST_ROOM);
-                }
                 self.seen.digests.extend(tail);
             }
             Update::Replace(all) => {

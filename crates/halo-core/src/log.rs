@@ -23,11 +23,6 @@ use crate::message::Message;
 /// Default capacity of a [`MessageLog`], in messages.
 pub const DEFAULT_LOG_CAPACITY: usize = 1024;
 
-/// Messages a log makes room for at its first append (at most its capacity): a short run
-/// fits without the deque reallocating at 4, 8, 16 and 32 messages, and an empty log
-/// allocates nothing.
-const FIRST_ROOM: usize = 64;
-
 /// What the log knows of a message besides its content.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct Meta {
@@ -342,7 +337,6 @@ impl MessageLog {
     /// [`ToolResult::discardable`](crate::ToolResult::discardable) set is marked
     /// discardable.
     pub fn push_step(&mut self, assistant: Message, results: impl IntoIterator<Item = Message>) {
-        self.make_room();
         self.messages.push_back(assistant);
         self.meta.push_back(Meta::default());
         for r in results {
@@ -449,17 +443,7 @@ impl MessageLog {
         });
     }
 
-    /// Room for [`FIRST_ROOM`] messages at the first append.
-    fn make_room(&mut self) {
-        if self.messages.capacity() == 0 {
-            let room = FIRST_ROOM.min(self.capacity + 1);
-            self.messages.reserve(room);
-            self.meta.reserve(room);
-        }
-    }
-
     fn push_meta(&mut self, message: Message, meta: Meta) {
-        self.make_room();
         self.messages.push_back(message);
         self.meta.push_back(meta);
         self.evict();
