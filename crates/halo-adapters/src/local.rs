@@ -115,8 +115,9 @@ use tokio::sync::oneshot;
 pub const DEFAULT_MODEL_FILE: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
 /// How to get a model, appended to every "no model" error.
-const MODEL_HINT: &str = "run `cargo xtask model` to fetch the default model \
-     (SmolLM2-135M-Instruct, 98 MB), or set HALO_MODEL=/path/to/any.gguf";
+const MODEL_HINT: &str = "set HALO_MODEL=/path/to/any.gguf, or put the default model \
+     (SmolLM2-135M-Instruct, 98 MB) at that path (`cargo xtask model` in a clone of the Halo \
+     repository fetches it there)";
 
 /// The model file to load: `$HALO_MODEL` when set, else
 /// `<cache>/models/SmolLM2-135M-Instruct.Q4_1.gguf` where `<cache>` is `$HALO_CACHE_DIR`,
