@@ -23,9 +23,10 @@ pub struct Cli {
 pub enum Cmd {
     /// Run every check CI runs: tidy, fmt, clippy, doctests, interop, tests, docs.
     ///
-    /// Installs what a fresh Debian machine lacks (cmake, make, a C++ compiler, libclang, pip,
-    /// Node.js, Chromium: with apt-get as root, Node.js 22 from npm when the machine's is
-    /// older than 20) and fetches the model file first.
+    /// Installs what a fresh Debian machine lacks (with apt-get as root: cmake, make, a C++
+    /// compiler, libclang, pip, Node.js, Chromium, python3-venv, bubblewrap, PostgreSQL,
+    /// Redis, iproute2; Node.js 22 from npm when the machine's is older than 20; the Restate
+    /// server from npm) and fetches the model file first.
     Ci {
         /// Run only the tidy check (file headers, leftovers, the crate layering).
         #[arg(long)]

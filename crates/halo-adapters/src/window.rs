@@ -38,12 +38,12 @@ const TABLE: &[(&str, u64)] = &[
     // --- DeepSeek (https://api-docs.deepseek.com/quick_start/pricing) ---
     // deepseek-chat / deepseek-reasoner: 64K in early 2025 (V3, R1), 128K from V3.1/V3.2
     // (the pricing page of late 2025); from 2026-04 they aliased deepseek-v4-flash (1M)
-    // until retired on 2026-07-24 (provider-protocols.md §1.1). 128K is the value of the
+    // until retired on 2026-07-24 (DeepSeek's release notes). 128K is the value of the
     // longest-lived version; unsure for accounts still on the 64K deployment.
     ("deepseek-chat", 128_000),
     ("deepseek-reasoner", 128_000),
     // deepseek-v4-flash, deepseek-v4-pro and their successor deepseek-flash: "1M context"
-    // (provider-protocols.md §1.1, from the 2026-04 release notes), taken as 1,000,000.
+    // (DeepSeek's 2026-04 release notes), taken as 1,000,000.
     ("deepseek-v4", 1_000_000),
     ("deepseek-flash", 1_000_000),
     // --- Anthropic (https://platform.claude.com/docs/en/about-claude/models/overview) ---

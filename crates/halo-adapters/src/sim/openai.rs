@@ -36,14 +36,14 @@
 //! boundaries: so a request that appends messages to an earlier one has the earlier one's
 //! tokens as an exact prefix. `prompt_tokens` is the length of that list.
 //!
-//! - **OpenAI** (<https://platform.openai.com/docs/guides/prompt-caching>, §2.3): cached =
+//! - **OpenAI** (<https://platform.openai.com/docs/guides/prompt-caching>): cached =
 //!   the longest token prefix shared with an earlier request of the same cache pool, counted
 //!   only from [`OPENAI_MIN_CACHED_TOKENS`] and rounded down to a multiple of
 //!   [`OPENAI_CACHE_STEP_TOKENS`] ([`openai_cached_tokens`]). Pools: one per model and
 //!   `prompt_cache_key`; requests without a key share the model's keyless pool. Only
 //!   prompts are stored, not the generated answers. Reported as `prompt_tokens` (total)
 //!   and `prompt_tokens_details.cached_tokens`.
-//! - **DeepSeek** (<https://api-docs.deepseek.com/guides/kv_cache>, §1.5–1.6): the disk
+//! - **DeepSeek** (<https://api-docs.deepseek.com/guides/kv_cache>): the disk
 //!   cache stores *prefix units*, written at the end of every request's input and at the
 //!   end of its output (input + the generated answer, rendered as it comes back in the next
 //!   request), and at a common prefix detected across requests (after A+B and A+C, A is a
@@ -505,7 +505,8 @@ fn answer(state: &mut State, raw: &[u8]) -> Response {
     });
     let pool = state.pools.entry(key).or_default();
     if let Some(output_unit) = output_unit {
-        // Units where this request diverges from an earlier one (§1.6, rule 2).
+        // Units where this request diverges from an earlier one (the common prefix detected
+        // across requests, above).
         let divergences: Vec<usize> = pool
             .prompts
             .iter()

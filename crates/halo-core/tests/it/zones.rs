@@ -1,5 +1,5 @@
-//! Prompt zones on the agent (issue 14 §1): frozen for the session, the date from the
-//! agent's clock, a refresh is one expected miss; discardable tool results (§4).
+//! Prompt zones on the agent: frozen for the session, the date from the
+//! agent's clock, a refresh is one expected miss; discardable tool results.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,4 +1,4 @@
-//! The alternative to bubblewrap that issue 11 weighed, measured in the exec section: `bash -c`
+//! The alternative to bubblewrap that was weighed for the OS sandbox, measured in the exec section: `bash -c`
 //! confined in-process by Landlock and seccomp, as codex's linux-sandbox confines its commands.
 //!
 //! Each command is spawned the way `Sandbox::exec` spawns an unconfined one (process-wrap,
@@ -16,7 +16,7 @@
 //! filter makes `ptrace`, `mount` and `unshare` fail with `EPERM` (a real filter would list
 //! more, and `clone` with namespace flags too; a longer filter costs nanoseconds a call).
 //!
-//! What this cannot give that issue 11 requires (and bubblewrap gives): a PID namespace (the
+//! What this cannot give that the OS sandbox requires (and bubblewrap gives): a PID namespace (the
 //! machine's processes stay visible, and a `setsid` or double-forked process survives the
 //! kill on timeout), a private `/tmp` (the host's is shared, or not writable at all, as
 //! here), and the network off for UDP on kernels before Landlock ABI 10.

@@ -64,8 +64,7 @@ pub(super) fn usage_json(profile: SimProfile, prompt: u64, cached: u64, completi
 /// delta of a call carries id, type, name and `arguments: ""`, then argument pieces), the
 /// finish chunk, then `data: [DONE]`. Usage: OpenAI sends it only with `include_usage`, in
 /// a last chunk with `choices: []`, and `usage: null` on the others; DeepSeek always puts it
-/// on the finish chunk, and `usage: null` on the others only with `include_usage` (§1.4,
-/// §2.2).
+/// on the finish chunk, and `usage: null` on the others only with `include_usage`.
 pub(super) fn stream_body(
     profile: SimProfile,
     id: &str,

@@ -1,6 +1,6 @@
 //! `OpenAiCompatible::stream` over loopback fakes that speak the real streaming format:
-//! one test per stream shape of issue 3 §1 (framing, over the hand-rolled split server so
-//! network reads really split anywhere) and §2 (chunk assembly), each asserting the exact
+//! one test per stream shape: framing (over the hand-rolled split server so network
+//! reads really split anywhere) and chunk assembly, each asserting the exact
 //! assembled text, reasoning, tool calls (ids, names, raw and parsed arguments), usage and
 //! finish reason; plus `HaloAgent::stream_text` end to end.
 
@@ -164,7 +164,7 @@ fn assert_call(call: &ToolCall, id: &str, name: &str, raw: &str, parsed: Value) 
 }
 
 // ---------------------------------------------------------------------------------------
-// §1: framing, over the split server. One reference turn, read through every framing.
+// Framing, over the split server. One reference turn, read through every framing.
 
 const REASONING: &str = "The user wants 温度 in ℃; call the tool.";
 const TEXT: &str = "Checking: 温度 ≈ 25℃ …";
@@ -594,7 +594,7 @@ async fn keep_alives_do_not_extend_the_first_event_timeout() {
 }
 
 // ---------------------------------------------------------------------------------------
-// §2: chunk assembly, over wiremock (whole bodies) unless the split matters.
+// Chunk assembly, over wiremock (whole bodies) unless the split matters.
 
 #[tokio::test]
 async fn openai_text_deltas_with_the_usage_chunk_after_the_finish() {

@@ -1,4 +1,4 @@
-//! The memory file (issue 14 §3): atomic appends under concurrent writers on both
+//! The memory file: atomic appends under concurrent writers on both
 //! sandboxes, the snapshot of the last lines, memory off.
 
 use std::collections::BTreeSet;

@@ -1,4 +1,4 @@
-//! The harness loaders and the skill tools (issue 14 §2–4), on `VirtualSandbox` fixtures
+//! The harness loaders and the skill tools, on `VirtualSandbox` fixtures
 //! and, where a real folder or commands matter, a `ContainerSandbox`.
 
 mod experience;

@@ -1,4 +1,4 @@
-//! Rules files (issue 14 §2) on `VirtualSandbox` fixtures: order, headings, warnings.
+//! Rules files on `VirtualSandbox` fixtures: order, headings, warnings.
 
 use halo_core::ZoneSection;
 use halo_core::sandbox::SandboxPath;

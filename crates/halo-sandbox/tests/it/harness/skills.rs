@@ -1,4 +1,4 @@
-//! Agent Skills (issue 14 §4): discovery of sloppy, broken and clashing skills, the
+//! Agent Skills: discovery of sloppy, broken and clashing skills, the
 //! catalog, `load_skill`, `read_skill_file` confinement and `skill_run` staging.
 
 use std::sync::Arc;
