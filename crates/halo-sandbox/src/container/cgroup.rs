@@ -59,7 +59,9 @@ impl PidsCgroup {
 
 impl PidsCgroup {
     /// Removes the cgroup once its processes are gone (killed processes take a moment to
-    /// exit), waiting up to 2 s; what is left then is removed by [`Drop`] later.
+    /// exit, and the kernel releases the last process of a PID namespace late), waiting up
+    /// to 2 s; what is left then is removed by [`Drop`] later, and what a process that
+    /// ended meanwhile left, by the next process's [`sweep`].
     pub(crate) async fn remove(self) {
         for _ in 0..200 {
             let current = std::fs::read_to_string(self.dir.join("pids.current"));
@@ -101,9 +103,43 @@ fn parent() -> Option<&'static Path> {
                 .into_iter()
                 .find(|dir| make(dir, 1).is_ok_and(|probe| probe.dir.exists()));
             tracing::debug!(parent = ?found, "pids cgroup for commands");
+            if let Some(parent) = &found {
+                sweep(parent);
+            }
             found
         })
         .as_deref()
+}
+
+/// Removes the empty cgroups that processes no longer running left in `parent` (one killed,
+/// or one that ended while its last command's cgroup was still counted): `halo-<pid>-<n>`
+/// whose process is gone and which is older than a minute. `rmdir` fails on a cgroup that
+/// still has processes, so nothing in use is removed.
+fn sweep(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    let own = std::process::id();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("halo-"))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|at| at.elapsed().ok())
+            .is_some_and(|age| age > Duration::from_secs(60));
+        if pid != own && old && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
 }
 
 fn make(parent: &Path, max: u64) -> std::io::Result<PidsCgroup> {

@@ -323,7 +323,11 @@ pub(super) async fn exec(
         None => limits.reached(signal, &err.text, root),
     };
     if let Some(cgroup) = cgroup {
-        cgroup.remove().await;
+        // The command's processes are gone, but the kernel may count the last of them in
+        // the cgroup for another second or two (measured: 1.2–1.8 s after a command in a
+        // PID namespace of its own, which every bubblewrap command has). The result need
+        // not wait for that.
+        tokio::spawn(cgroup.remove());
     }
     if pipes_held {
         if !err.text.is_empty() && !err.text.ends_with('\n') {
