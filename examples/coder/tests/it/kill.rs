@@ -39,6 +39,8 @@ const STEP_SLEEP: &str = "0.15";
 /// through a session however loaded the machine is, and shortened to any later whole
 /// session that ended before its kill); the window is at least this.
 const MIN_KILL_WINDOW_MS: u64 = 1_300;
+/// How long an uninterrupted session may take before the test calls it hung.
+const UNINTERRUPTED_LIMIT: Duration = Duration::from_secs(180);
 const ANSWER: &str = "All five steps ran.";
 const TASK: &str = "Run the five steps.";
 
@@ -223,7 +225,10 @@ async fn start(sim: &OpenAiSim, dir: &Path, args: &[&str], kill_after: Option<Du
         let _ = tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err));
         (out, err)
     });
-    let limit = kill_after.unwrap_or(Duration::from_secs(60));
+    // A whole session takes seconds, but its first `bash` call has taken 36 s while other
+    // tests were making and dropping sandboxes by the hundred; the limit only catches a
+    // coder that hangs.
+    let limit = kill_after.unwrap_or(UNINTERRUPTED_LIMIT);
     let status = tokio::select! {
         status = child.wait() => Some(status.unwrap()),
         _ = tokio::time::sleep(limit) => None,
@@ -233,7 +238,7 @@ async fn start(sim: &OpenAiSim, dir: &Path, args: &[&str], kill_after: Option<Du
         let (stdout, stderr) = read.await.unwrap();
         assert!(
             kill_after.is_some(),
-            "the coder did not finish within 60 s; {} requests reached the fake; its stdout:\n{}\nits stderr:\n{}",
+            "the coder did not finish within {UNINTERRUPTED_LIMIT:?}; {} requests reached the fake; its stdout:\n{}\nits stderr:\n{}",
             sim.requests().len(),
             String::from_utf8_lossy(&stdout),
             String::from_utf8_lossy(&stderr),
