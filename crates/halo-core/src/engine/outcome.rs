@@ -87,6 +87,9 @@ impl RunState {
                 // with none), rather than being copied.
                 let mut result = self.result_without_steps(Vec::new(), Vec::new());
                 result.steps = std::mem::take(&mut self.steps);
+                // The room made for the step limit at the first step is given back (the
+                // caller may keep the result).
+                result.steps.shrink_to_fit();
                 if let Some(last) = result.steps.last() {
                     result.text.clone_from(&last.message.text);
                 }
