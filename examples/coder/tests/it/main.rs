@@ -85,12 +85,14 @@ pub fn approve(dir: &Path) {
         .expect("the approval is written");
 }
 
-/// Runs `cmd` to its end (at most 60 s).
+/// Runs `cmd` to its end (at most 180 s: a run takes seconds, but one killed for its memory
+/// has taken 33–60 s beside the sandbox escape suites, which make sandboxes by the
+/// hundred; the limit only catches a coder that hangs).
 pub async fn run(mut cmd: tokio::process::Command) -> Output {
     let child = cmd.spawn().expect("the coder binary starts");
-    tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+    tokio::time::timeout(Duration::from_secs(180), child.wait_with_output())
         .await
-        .expect("the coder finishes within 60 s")
+        .expect("the coder finishes within 180 s")
         .expect("the coder's output is read")
 }
 
