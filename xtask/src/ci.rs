@@ -42,6 +42,7 @@ const CORE_ALLOWED_DEPS: &[&str] = &[
     "jsonschema",
     "sha2",
     "xxhash-rust",
+    "smol_str",
     "tracing",
     "futures",
     "async-stream",

@@ -469,12 +469,12 @@ fn final_events(response: ModelResponse, streamed: usize) -> Vec<ModelStreamEven
     for (index, call) in response.message.tool_calls.iter().enumerate() {
         events.push(ModelStreamEvent::ToolCallStart {
             index,
-            id: call.id.clone(),
-            name: call.name.clone(),
+            id: call.id.to_string(),
+            name: call.name.to_string(),
         });
         events.push(ModelStreamEvent::ToolCallDelta {
             index,
-            arguments: call.raw_arguments.clone(),
+            arguments: call.raw_arguments.to_string(),
         });
     }
     events.push(ModelStreamEvent::Finish(response));

@@ -421,7 +421,9 @@ impl Toolbox {
             result,
             delegated: None,
         };
-        let inactive = env.active.is_some_and(|names| !names.contains(&call.name));
+        let inactive = env
+            .active
+            .is_some_and(|names| !names.iter().any(|n| n.as_str() == call.name));
         let checked = if inactive {
             let active = env.active.unwrap_or_default();
             Err(if active.is_empty() {
@@ -445,7 +447,7 @@ impl Toolbox {
                 Before::Run(args) => {
                     if cx.annotations().needs_approval && !cx.approved() {
                         return ToolOutcome::NeedsApproval {
-                            call_id: call.id.clone(),
+                            call_id: call.id.to_string(),
                             reason: format!("`{}` runs only once approved", call.name),
                         };
                     }
@@ -453,8 +455,8 @@ impl Toolbox {
                         Ok(done) => done,
                         Err(message) => {
                             return ToolOutcome::Fatal {
-                                call_id: call.id.clone(),
-                                tool: call.name.clone(),
+                                call_id: call.id.to_string(),
+                                tool: call.name.to_string(),
                                 message,
                             };
                         }
@@ -463,14 +465,14 @@ impl Toolbox {
                 Before::Denied(message) => (ToolResult::error(call, message), None),
                 Before::Ask(reason) => {
                     return ToolOutcome::NeedsApproval {
-                        call_id: call.id.clone(),
+                        call_id: call.id.to_string(),
                         reason,
                     };
                 }
                 Before::Abort(reason) => {
                     return ToolOutcome::Aborted {
-                        call_id: call.id.clone(),
-                        tool: call.name.clone(),
+                        call_id: call.id.to_string(),
+                        tool: call.name.to_string(),
                         reason,
                     };
                 }

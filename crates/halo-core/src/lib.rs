@@ -109,7 +109,9 @@ pub use hook::{ToolCallDecision, ToolHook};
 pub use inner::{EventReceiver, EventSink, InnerEvent};
 pub use ledger::{CacheCheck, CacheLedger, CacheVerdict};
 pub use log::{HistoryKey, MessageLog};
-pub use message::{AssistantMessage, ContentPart, Message, Reasoning, ToolCall, ToolResult};
+pub use message::{
+    AssistantMessage, ContentPart, Message, Reasoning, SmolStr, ToolCall, ToolResult,
+};
 pub use model::InvalidRequestKind;
 pub use model::{
     FinishReason, GenerationOptions, ModelAdapter, ModelCapabilities, ModelError, ModelEventStream,

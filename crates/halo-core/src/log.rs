@@ -480,7 +480,9 @@ impl MessageLog {
 
     fn repair_pairs(&mut self) {
         use std::collections::HashSet;
-        let answered: HashSet<String> = self
+
+        use crate::message::SmolStr;
+        let answered: HashSet<SmolStr> = self
             .messages
             .iter()
             .filter_map(|m| match m {
@@ -488,7 +490,7 @@ impl MessageLog {
                 _ => None,
             })
             .collect();
-        let complete_calls: HashSet<String> = self
+        let complete_calls: HashSet<SmolStr> = self
             .messages
             .iter()
             .filter(|m| m.tool_calls().iter().all(|c| answered.contains(&c.id)))

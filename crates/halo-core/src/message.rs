@@ -7,6 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+pub use smol_str::SmolStr;
 
 /// One message of a conversation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -83,7 +84,7 @@ impl Message {
                 .collect::<Vec<_>>()
                 .join(""),
             Message::Assistant(a) => a.text.clone(),
-            Message::Tool(r) => r.content.clone(),
+            Message::Tool(r) => r.content.to_string(),
         }
     }
 }
@@ -148,14 +149,19 @@ pub struct Reasoning {
 /// The argument string is kept exactly as the model sent it, so adapters can replay it
 /// byte for byte (a changed byte is a prompt-cache miss). [`ToolCall::arguments`] is the
 /// parsed form.
+///
+/// Its strings are [`SmolStr`]s: a copy of a call (the log's, the step result's, the
+/// tool result's id and name) shares the text rather than copying it, and a string of up
+/// to 23 bytes is held inline. They read as `&str` (`Deref`), compare with `str` and
+/// `String`, and serialize as JSON strings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
     /// The provider's call id; tool results refer to it.
-    pub id: String,
+    pub id: SmolStr,
     /// The tool's name.
-    pub name: String,
+    pub name: SmolStr,
     /// The argument string exactly as the model sent it (may be `""`).
-    pub raw_arguments: String,
+    pub raw_arguments: SmolStr,
     /// Provider data that must be replayed with the call (for example Gemini's
     /// `thoughtSignature`). `None` for most providers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -165,9 +171,9 @@ pub struct ToolCall {
 impl ToolCall {
     /// A tool call with the given raw argument string.
     pub fn new(
-        id: impl Into<String>,
-        name: impl Into<String>,
-        raw_arguments: impl Into<String>,
+        id: impl Into<SmolStr>,
+        name: impl Into<SmolStr>,
+        raw_arguments: impl Into<SmolStr>,
     ) -> Self {
         ToolCall {
             id: id.into(),
@@ -205,12 +211,12 @@ impl ToolCall {
 /// The result of one tool call, sent back to the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolResult {
-    /// The id of the [`ToolCall`] this answers.
-    pub tool_call_id: String,
+    /// The id of the [`ToolCall`] this answers (shared with the call's, see [`ToolCall`]).
+    pub tool_call_id: SmolStr,
     /// The name of the tool that was called (Gemini's `functionResponse` needs it).
-    pub tool_name: String,
+    pub tool_name: SmolStr,
     /// The result text the model reads.
-    pub content: String,
+    pub content: SmolStr,
     /// Whether the call failed (unknown tool, bad arguments, tool error).
     #[serde(default)]
     pub is_error: bool,
@@ -224,7 +230,7 @@ pub struct ToolResult {
 
 impl ToolResult {
     /// A successful result.
-    pub fn ok(call: &ToolCall, content: impl Into<String>) -> Self {
+    pub fn ok(call: &ToolCall, content: impl Into<SmolStr>) -> Self {
         ToolResult {
             tool_call_id: call.id.clone(),
             tool_name: call.name.clone(),
@@ -235,7 +241,7 @@ impl ToolResult {
     }
 
     /// An error result the model can read.
-    pub fn error(call: &ToolCall, content: impl Into<String>) -> Self {
+    pub fn error(call: &ToolCall, content: impl Into<SmolStr>) -> Self {
         ToolResult {
             is_error: true,
             ..ToolResult::ok(call, content)

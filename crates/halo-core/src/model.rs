@@ -788,13 +788,13 @@ pub fn response_events(response: ModelResponse) -> impl Iterator<Item = ModelStr
     for (index, call) in response.message.tool_calls.iter().enumerate() {
         events.push(ModelStreamEvent::ToolCallStart {
             index,
-            id: call.id.clone(),
-            name: call.name.clone(),
+            id: call.id.to_string(),
+            name: call.name.to_string(),
         });
         if !call.raw_arguments.is_empty() {
             events.push(ModelStreamEvent::ToolCallDelta {
                 index,
-                arguments: call.raw_arguments.clone(),
+                arguments: call.raw_arguments.to_string(),
             });
         }
     }

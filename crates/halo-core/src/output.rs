@@ -615,7 +615,7 @@ impl ObjectSpec {
             .output_tool()
             .and_then(|tool| last?.message.tool_calls.iter().find(|c| c.name == tool));
         let (value, raw) = match call {
-            Some(call) => (self.check_call(call), call.raw_arguments.clone()),
+            Some(call) => (self.check_call(call), call.raw_arguments.to_string()),
             None => (self.check_text(&run.text), run.text.clone()),
         };
         let invalid = |message: String, raw: &str| HaloError::InvalidObject {

@@ -84,17 +84,18 @@ impl RepairStrategy for BasicRepair {
             let call = &mut turn.tool_calls[i];
             if let Some(name) = repair_name(&call.name, context.tools) {
                 outcome.repairs.push(Repair {
-                    call_id: call.id.clone(),
+                    call_id: call.id.to_string(),
                     kind: RepairKind::ToolName,
-                    before: std::mem::replace(&mut call.name, name.clone()),
+                    before: std::mem::replace(&mut call.name, name.as_str().into()).into(),
                     after: name,
                 });
             }
             if let ArgumentRepair::Repaired(arguments) = repair_arguments(&call.raw_arguments) {
                 outcome.repairs.push(Repair {
-                    call_id: call.id.clone(),
+                    call_id: call.id.to_string(),
                     kind: RepairKind::Arguments,
-                    before: std::mem::replace(&mut call.raw_arguments, arguments.clone()),
+                    before: std::mem::replace(&mut call.raw_arguments, arguments.as_str().into())
+                        .into(),
                     after: arguments,
                 });
             }
@@ -105,7 +106,7 @@ impl RepairStrategy for BasicRepair {
             let attempts = 1 + invalid_in_a_row(&call.name, &turn.tool_calls[..i], &context);
             if attempts >= self.budget.stop_after {
                 outcome.stop = Some(RetryStop {
-                    tool: call.name.clone(),
+                    tool: call.name.to_string(),
                     attempts,
                     message: problem,
                 });
@@ -117,7 +118,7 @@ impl RepairStrategy for BasicRepair {
                     .map(|t| t.parameters.to_string())
                     .unwrap_or_default();
                 outcome.refusals.push(Refusal {
-                    call_id: call.id.clone(),
+                    call_id: call.id.to_string(),
                     message: format!(
                         "`{name}` was not run: it was called with invalid arguments {attempts} times in a row ({problem}). Stop calling `{name}` like this: write arguments that fit its schema, {schema}, or use another tool, or answer. After {stop} invalid calls in a row the run ends.",
                         name = call.name,

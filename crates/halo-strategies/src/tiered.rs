@@ -288,7 +288,7 @@ impl TieredStrategy {
         match message {
             Message::Tool(r) if !is_evicted(&r.content) && r.content.len() >= self.min_evict => {
                 Some(Message::Tool(ToolResult {
-                    content: placeholder(r.content.len()),
+                    content: placeholder(r.content.len()).into(),
                     ..r.clone()
                 }))
             }
@@ -302,7 +302,7 @@ impl TieredStrategy {
                         if c.raw_arguments.len() > self.long_arguments
                             && !is_evicted(&c.raw_arguments)
                         {
-                            c.raw_arguments = placeholder(c.raw_arguments.len());
+                            c.raw_arguments = placeholder(c.raw_arguments.len()).into();
                             changed = true;
                         }
                         c
@@ -338,7 +338,7 @@ fn evictable_text(message: &Message) -> Option<String> {
             let text = message.text();
             (!text.is_empty() && !is_evicted(&text)).then_some(text)
         }
-        Message::Tool(r) => (!is_evicted(&r.content)).then(|| r.content.clone()),
+        Message::Tool(r) => (!is_evicted(&r.content)).then(|| r.content.to_string()),
         Message::Assistant(_) => None,
     }
 }

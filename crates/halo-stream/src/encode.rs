@@ -306,15 +306,15 @@ impl Encoder {
                 self.close_open(out);
                 out.push(match call.arguments() {
                     Ok(input) => UiMessageChunk::ToolInputAvailable {
-                        tool_call_id: call.id,
-                        tool_name: call.name,
+                        tool_call_id: call.id.to_string(),
+                        tool_name: call.name.to_string(),
                         input,
                     },
                     Err(e) => UiMessageChunk::ToolInputError {
                         error_text: format!("the tool call's arguments are not valid JSON: {e}"),
-                        tool_call_id: call.id,
-                        tool_name: call.name,
-                        input: Value::String(call.raw_arguments),
+                        tool_call_id: call.id.to_string(),
+                        tool_name: call.name.to_string(),
+                        input: Value::String(call.raw_arguments.to_string()),
                     },
                 });
             }
@@ -328,19 +328,20 @@ impl Encoder {
                 self.close_open(out);
                 self.nested.finish(&result.tool_call_id);
                 out.push(
-                    if result.is_error && self.options.denied.contains(&result.tool_call_id) {
+                    if result.is_error && self.options.denied.contains(result.tool_call_id.as_str())
+                    {
                         UiMessageChunk::ToolOutputDenied {
-                            tool_call_id: result.tool_call_id,
+                            tool_call_id: result.tool_call_id.to_string(),
                         }
                     } else if result.is_error {
                         UiMessageChunk::ToolOutputError {
-                            tool_call_id: result.tool_call_id,
-                            error_text: result.content,
+                            tool_call_id: result.tool_call_id.to_string(),
+                            error_text: result.content.to_string(),
                         }
                     } else {
                         UiMessageChunk::ToolOutputAvailable {
-                            tool_call_id: result.tool_call_id,
-                            output: Value::String(result.content),
+                            tool_call_id: result.tool_call_id.to_string(),
+                            output: Value::String(result.content.to_string()),
                             preliminary: false,
                         }
                     },
@@ -402,8 +403,8 @@ impl Encoder {
                     !result.pending_approvals.is_empty() || !result.pending_tool_calls.is_empty();
                 for pending in &result.pending_approvals {
                     out.push(UiMessageChunk::ToolApprovalRequest {
-                        approval_id: pending.call.id.clone(),
-                        tool_call_id: pending.call.id.clone(),
+                        approval_id: pending.call.id.to_string(),
+                        tool_call_id: pending.call.id.to_string(),
                         reason: Some(pending.reason.clone()).filter(|r| !r.is_empty()),
                     });
                 }

@@ -118,14 +118,14 @@ impl Nested {
     fn call(&mut self, call: &ToolCall) {
         let input = call
             .arguments()
-            .unwrap_or_else(|_| Value::String(call.raw_arguments.clone()));
+            .unwrap_or_else(|_| Value::String(call.raw_arguments.to_string()));
         let part = self.tool_part(&call.id, &call.name);
         part["state"] = json!("input-available");
         part["input"] = input;
     }
 
     fn result(&mut self, result: &ToolResult) {
-        self.children.remove(&result.tool_call_id);
+        self.children.remove(result.tool_call_id.as_str());
         let part = self.tool_part(&result.tool_call_id, &result.tool_name);
         let Value::Object(fields) = part else {
             return;

@@ -194,7 +194,7 @@ pub async fn run_team(
                 say(&line);
             }
             match event {
-                AgentEvent::ToolResult(r) => answers.push((r.tool_name, r.content)),
+                AgentEvent::ToolResult(r) => answers.push((r.tool_name.into(), r.content.into())),
                 AgentEvent::Finish(done) => result = done.text,
                 _ => {}
             }

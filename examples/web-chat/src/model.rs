@@ -186,8 +186,8 @@ fn events(response: ModelResponse) -> Vec<ModelStreamEvent> {
     for (index, call) in response.message.tool_calls.iter().enumerate() {
         events.push(ModelStreamEvent::ToolCallStart {
             index,
-            id: call.id.clone(),
-            name: call.name.clone(),
+            id: call.id.to_string(),
+            name: call.name.to_string(),
         });
         let raw = &call.raw_arguments;
         let half = (1..=raw.len() / 2)

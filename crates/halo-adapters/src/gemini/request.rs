@@ -570,7 +570,7 @@ fn model_parts(a: &halo_core::AssistantMessage) -> Vec<Part> {
         parts.push(Part {
             function_call: Some(FunctionCall {
                 id: provider_str(call, CALL_ID_KEY).map(str::to_string),
-                name: call.name.clone(),
+                name: call.name.to_string(),
                 args: call_args(call),
             }),
             thought_signature: provider_str(call, SIGNATURE_KEY).map(str::to_string),
@@ -590,7 +590,7 @@ fn call_args(call: &ToolCall) -> Value {
             let mut map = Map::new();
             map.insert(
                 "raw_arguments".into(),
-                Value::String(call.raw_arguments.clone()),
+                Value::String(call.raw_arguments.to_string()),
             );
             Value::Object(map)
         }
@@ -600,11 +600,11 @@ fn call_args(call: &ToolCall) -> Value {
 fn function_response(result: &ToolResult, calls: &CallIds<'_>) -> Part {
     let key = if result.is_error { "error" } else { "result" };
     let mut response = Map::new();
-    response.insert(key.into(), Value::String(result.content.clone()));
+    response.insert(key.into(), Value::String(result.content.to_string()));
     Part {
         function_response: Some(FunctionResponse {
             id: calls.wire_id(&result.tool_call_id),
-            name: result.tool_name.clone(),
+            name: result.tool_name.to_string(),
             response: Value::Object(response),
         }),
         ..Part::default()

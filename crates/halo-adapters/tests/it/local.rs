@@ -391,12 +391,12 @@ async fn a_streamed_tool_call_arrives_whole_after_the_text() {
         [
             halo_core::ModelStreamEvent::ToolCallStart {
                 index: 0,
-                id: call.id.clone(),
+                id: call.id.to_string(),
                 name: "read".into()
             },
             halo_core::ModelStreamEvent::ToolCallDelta {
                 index: 0,
-                arguments: call.raw_arguments.clone()
+                arguments: call.raw_arguments.to_string()
             },
         ]
     );

@@ -223,7 +223,7 @@ impl RunState {
                 break;
             };
             let shorter = Message::Tool(crate::message::ToolResult {
-                content: text,
+                content: text.into(),
                 ..result
             });
             local = local - tokens + context::message_tokens(estimator, &shorter);
@@ -640,7 +640,11 @@ fn cut_text(message: &mut Message, part: Part, bytes: usize) {
         }
     };
     match (message, part) {
-        (Message::Tool(r), _) => cut(&mut r.content),
+        (Message::Tool(r), _) => {
+            if let Some(shorter) = cut_middle(&r.content, bytes, WHY) {
+                r.content = shorter.into();
+            }
+        }
         (Message::System { content }, _) => cut(content),
         (Message::User { content }, _) => {
             if let Some(ContentPart::Text { text }) = content
@@ -668,7 +672,8 @@ fn cut_text(message: &mut Message, part: Part, bytes: usize) {
                 c.raw_arguments = serde_json::json!({
                     "$cut": format!("{len} bytes of arguments {WHY}; they began: {head}")
                 })
-                .to_string();
+                .to_string()
+                .into();
             }
         }
     }

@@ -42,7 +42,7 @@ impl RunState {
         } else {
             return;
         };
-        result.content = refusal;
+        result.content = refusal.into();
         result.is_error = true;
     }
 

@@ -399,7 +399,7 @@ impl RunState {
         let _ = at_ms;
         if let Phase::Tools { step } = &self.phase {
             return Err(HaloError::OpenStep {
-                call_ids: step.missing().into_iter().map(|c| c.id).collect(),
+                call_ids: step.missing().into_iter().map(|c| c.id.into()).collect(),
             });
         }
         self.phase = Phase::Idle;

@@ -234,7 +234,7 @@ impl RunState {
                     Failure::InvalidObject {
                         attempts,
                         message: problem,
-                        raw: call.raw_arguments,
+                        raw: call.raw_arguments.into(),
                     },
                     at_ms,
                 );
@@ -282,7 +282,7 @@ impl RunState {
         };
         if let Some(i) = step.reviewing {
             return Some(Effect::Review {
-                text: step.tool_calls()[i].raw_arguments.clone(),
+                text: step.tool_calls()[i].raw_arguments.to_string(),
             });
         }
         if step.complete() {
@@ -329,7 +329,7 @@ impl RunState {
             let call = step.tool_calls()[i].clone();
             if self.recording.journal && !tools.rerun_safe(&call.name) {
                 self.journal.push(JournalEvent::Call {
-                    call_id: call.id.clone(),
+                    call_id: call.id.to_string(),
                     status: CallStatus::Started,
                     at_ms,
                 });
@@ -535,7 +535,7 @@ impl RunState {
                 limit,
                 "a tool result was cut to the output limit"
             );
-            result.content = cut;
+            result.content = cut.into();
         }
         self.check_handoff(&mut result, config);
         if self.recording.events {
@@ -601,7 +601,7 @@ impl RunState {
                         Failure::OutputRejected {
                             guardrail,
                             reason,
-                            answer: call.raw_arguments,
+                            answer: call.raw_arguments.into(),
                         },
                         at_ms,
                     ),

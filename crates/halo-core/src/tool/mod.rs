@@ -116,7 +116,7 @@ impl From<&str> for ToolOutput {
 impl From<ToolResult> for ToolOutput {
     fn from(r: ToolResult) -> Self {
         ToolOutput {
-            content: r.content,
+            content: r.content.into(),
             is_error: r.is_error,
             stats: None,
             discardable: r.discardable,

@@ -173,7 +173,7 @@ impl ToolRegistry {
     /// not an object, get a text that quotes the tool's parameter schema (compact JSON), so
     /// the model can write them anew; they are never read as `{}`.
     pub fn check(&self, call: &ToolCall) -> Result<Value, String> {
-        let Some(reg) = self.tools.get(&call.name) else {
+        let Some(reg) = self.tools.get(call.name.as_str()) else {
             return Err(self.unknown(&call.name));
         };
         let args = call.arguments().map_err(|e| {
@@ -288,11 +288,15 @@ impl ToolRegistry {
         args: Value,
         context: &ToolContext,
     ) -> Result<(ToolResult, Option<AgentStats>), String> {
-        let Some(tool) = self.tools.get(&call.name).and_then(|r| r.tool.as_ref()) else {
+        let Some(tool) = self
+            .tools
+            .get(call.name.as_str())
+            .and_then(|r| r.tool.as_ref())
+        else {
             return Ok((
                 ToolResult::error(
                     call,
-                    if self.tools.contains_key(&call.name) {
+                    if self.tools.contains_key(call.name.as_str()) {
                         format!(
                             "`{}` is run by the application, not by the agent, and no result was given",
                             call.name

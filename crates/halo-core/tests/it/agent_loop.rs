@@ -162,7 +162,7 @@ async fn bad_tool_calls_become_error_results_the_model_reads() {
         .flat_map(|s| {
             s.tool_results
                 .iter()
-                .map(|r| (r.is_error, r.content.clone()))
+                .map(|r| (r.is_error, r.content.to_string()))
         })
         .collect();
     assert_eq!(results.len(), 7);

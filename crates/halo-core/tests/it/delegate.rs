@@ -222,8 +222,10 @@ fn in_manual_mode_an_agent_tool_call_goes_to_the_caller_who_can_run_it_with_the_
     };
     let result = futures::executor::block_on(agent.run_tool_call(&calls[0])).unwrap();
     assert_eq!(result.content, "forked");
-    let next = futures::executor::block_on(agent.submit_tool_result(&calls[0].id, result.content))
-        .unwrap();
+    let next = futures::executor::block_on(
+        agent.submit_tool_result(&calls[0].id, result.content.to_string()),
+    )
+    .unwrap();
     let Some(halo_core::Turn::Answer(answer)) = next else {
         panic!()
     };

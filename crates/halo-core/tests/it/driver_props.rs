@@ -121,12 +121,12 @@ impl RepairStrategy for Lower {
             let lower = call.name.to_lowercase();
             if lower != call.name {
                 outcome.repairs.push(Repair {
-                    call_id: call.id.clone(),
+                    call_id: call.id.to_string(),
                     kind: RepairKind::ToolName,
-                    before: call.name.clone(),
+                    before: call.name.to_string(),
                     after: lower.clone(),
                 });
-                call.name = lower;
+                call.name = lower.into();
             }
         }
         outcome
@@ -142,7 +142,7 @@ impl LoopGuard for Repeats {
                 .message
                 .tool_calls
                 .iter()
-                .map(|c| c.name.clone())
+                .map(|c| c.name.to_string())
                 .collect()
         };
         let n = cx.steps.len();
@@ -308,9 +308,9 @@ fn first_pending(state: &RunState, manual: bool) -> Option<Answer1> {
             .position(|c| c.id == a.call.id)
             .unwrap_or(0);
         return Some(if index % 2 == 0 {
-            Answer1::Approve(a.call.id.clone())
+            Answer1::Approve(a.call.id.to_string())
         } else {
-            Answer1::Reject(a.call.id.clone())
+            Answer1::Reject(a.call.id.to_string())
         });
     }
     let call = step
@@ -318,7 +318,7 @@ fn first_pending(state: &RunState, manual: bool) -> Option<Answer1> {
         .into_iter()
         .find(|c| manual || c.name == "weather")?;
     Some(Answer1::Submit(
-        call.id.clone(),
+        call.id.to_string(),
         format!("result of {}", call.name),
     ))
 }

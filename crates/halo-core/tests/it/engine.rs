@@ -106,7 +106,7 @@ impl Clock for TestClock {
 fn results_of(log: &[Message]) -> Vec<(String, String)> {
     log.iter()
         .filter_map(|m| match m {
-            Message::Tool(r) => Some((r.tool_call_id.clone(), r.content.clone())),
+            Message::Tool(r) => Some((r.tool_call_id.to_string(), r.content.to_string())),
             _ => None,
         })
         .collect()
@@ -156,8 +156,8 @@ async fn manual_mode_hands_every_call_to_the_caller_and_continues_when_the_step_
     assert_eq!(
         results_of(&log),
         [
-            (calls[0].id.clone(), "first".to_string()),
-            (calls[1].id.clone(), "second".to_string())
+            (calls[0].id.to_string(), "first".to_string()),
+            (calls[1].id.to_string(), "second".to_string())
         ],
         "results logged in call order"
     );
@@ -185,7 +185,7 @@ async fn a_client_side_tool_pauses_generate_text_and_its_result_continues_the_ru
         1,
         "the server-side call ran"
     );
-    let id = paused.pending_tool_calls[0].id.clone();
+    let id = paused.pending_tool_calls[0].id.to_string();
     let Some(Turn::Answer(answer)) = agent.submit_tool_result(&id, "snow").await.unwrap() else {
         panic!("expected the answer")
     };

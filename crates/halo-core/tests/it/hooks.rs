@@ -92,7 +92,7 @@ impl ToolHook for Recorder {
             .lock()
             .unwrap()
             .push(format!("{} after {}", self.name, call.name));
-        result.content.push_str(&format!(" [{}]", self.name));
+        result.content = format!("{} [{}]", result.content, self.name).into();
         result
     }
 }

@@ -157,7 +157,7 @@ impl Tool for Huge {
 }
 
 fn dump_result(out: &halo_core::GenerateTextResult) -> String {
-    out.steps[0].tool_results[0].content.clone()
+    out.steps[0].tool_results[0].content.to_string()
 }
 
 #[tokio::test]

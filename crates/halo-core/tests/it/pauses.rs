@@ -90,7 +90,7 @@ async fn a_run_paused_for_approval_is_restored_from_the_journal_in_a_new_agent_a
     let waiting: Vec<(String, String)> = paused
         .pending_approvals
         .iter()
-        .map(|a| (a.call.name.clone(), a.reason.clone()))
+        .map(|a| (a.call.name.to_string(), a.reason.clone()))
         .collect();
     assert_eq!(
         waiting,
@@ -102,7 +102,7 @@ async fn a_run_paused_for_approval_is_restored_from_the_journal_in_a_new_agent_a
     let ids: Vec<String> = paused
         .pending_approvals
         .iter()
-        .map(|a| a.call.id.clone())
+        .map(|a| a.call.id.to_string())
         .collect();
     assert_eq!(deploy.runs.load(Ordering::SeqCst), 0, "nothing ran");
     drop(first);
@@ -114,7 +114,7 @@ async fn a_run_paused_for_approval_is_restored_from_the_journal_in_a_new_agent_a
     let restored: Vec<String> = second
         .pending_approvals()
         .iter()
-        .map(|a| a.call.id.clone())
+        .map(|a| a.call.id.to_string())
         .collect();
     assert_eq!(restored, ids, "the pause is in the journal");
     assert_eq!(
@@ -188,7 +188,7 @@ async fn a_tool_marked_as_needing_approval_pauses_and_an_unknown_decision_is_a_t
         .pause_for_approvals()
         .build();
     let paused = agent.generate_text("Deploy.").await.unwrap();
-    let id = paused.pending_approvals[0].call.id.clone();
+    let id = paused.pending_approvals[0].call.id.to_string();
     assert_eq!(
         paused.pending_approvals[0].reason,
         "`deploy` runs only once approved"
@@ -238,7 +238,7 @@ async fn each_submitted_result_is_journaled_at_once_and_a_restored_run_takes_the
     let ids: Vec<String> = paused
         .pending_tool_calls
         .iter()
-        .map(|c| c.id.clone())
+        .map(|c| c.id.to_string())
         .collect();
     assert_eq!(
         first.submit_tool_result(&ids[0], "sunny").await.unwrap(),
@@ -264,7 +264,7 @@ async fn each_submitted_result_is_journaled_at_once_and_a_restored_run_takes_the
         .log()
         .messages()
         .filter_map(|m| match m {
-            Message::Tool(r) => Some(r.content.clone()),
+            Message::Tool(r) => Some(r.content.to_string()),
             _ => None,
         })
         .collect();
@@ -282,7 +282,7 @@ async fn a_new_turn_over_an_open_step_is_a_typed_error_naming_discard_pending() 
         .unwrap()
         .build();
     let paused = agent.generate_text("Weather?").await.unwrap();
-    let id = paused.pending_tool_calls[0].id.clone();
+    let id = paused.pending_tool_calls[0].id.to_string();
     let err = agent.generate_text("Something else").await.unwrap_err();
     assert!(matches!(&err, HaloError::OpenStep { call_ids } if *call_ids == [id.clone()]));
     assert!(err.to_string().contains("discard_pending()"), "{err}");

@@ -131,7 +131,7 @@ async fn tools_swapped_mid_run_change_the_prefix_between_steps_as_one_expected_m
         .to_vec()
         .iter()
         .filter_map(|m| match m {
-            halo_core::Message::Tool(r) => Some(r.content.clone()),
+            halo_core::Message::Tool(r) => Some(r.content.to_string()),
             _ => None,
         })
         .collect();

@@ -64,7 +64,7 @@ impl ToolHook for Policy {
     async fn after_tool_call(&self, cx: &ToolContext, mut result: ToolResult) -> ToolResult {
         let call = cx.call();
         self.0.lock().unwrap().push(format!("after {}", call.name));
-        result.content.push_str(" [seen]");
+        result.content = format!("{} [seen]", result.content).into();
         result
     }
 }

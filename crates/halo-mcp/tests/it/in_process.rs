@@ -212,7 +212,7 @@ async fn list_changed_swaps_the_tools_at_the_next_step_as_one_expected_miss() {
         .to_vec()
         .into_iter()
         .filter_map(|m| match m {
-            Message::Tool(r) => Some((r.content, r.is_error)),
+            Message::Tool(r) => Some((r.content.into(), r.is_error)),
             _ => None,
         })
         .collect();

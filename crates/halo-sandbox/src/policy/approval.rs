@@ -201,7 +201,7 @@ impl ApprovalHook {
 
     fn selects(&self, call: &ToolCall, arguments: &Value) -> bool {
         match &self.selection {
-            Selection::Tools(names) => names.contains(&call.name),
+            Selection::Tools(names) => names.contains(call.name.as_str()),
             Selection::When(filter) => filter(call, arguments),
         }
     }

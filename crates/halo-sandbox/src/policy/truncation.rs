@@ -99,7 +99,7 @@ impl ToolHook for OutputTruncation {
         let call = cx.call();
         if let Some(cut) = self.truncate(&result.content) {
             tracing::debug!(tool = %call.name, bytes = result.content.len(), "truncated a tool result");
-            result.content = cut;
+            result.content = cut.into();
         }
         result
     }

@@ -226,7 +226,11 @@ impl ModelAdapter for CacheModel {
             },
         };
         if let Some(last) = state.seen.last_mut() {
-            last.issued = message.tool_calls.iter().map(|c| c.id.clone()).collect();
+            last.issued = message
+                .tool_calls
+                .iter()
+                .map(|c| c.id.to_string())
+                .collect();
         }
         let finish_reason = if message.tool_calls.is_empty() {
             FinishReason::Stop
@@ -426,7 +430,7 @@ pub fn check_invariants(report: &Report) {
                 pair[1]
                     .history
                     .iter()
-                    .any(|m| matches!(m, Message::Tool(r) if &r.tool_call_id == id)),
+                    .any(|m| matches!(m, Message::Tool(r) if r.tool_call_id == id)),
                 "the live round's result for {id} was evicted"
             );
         }

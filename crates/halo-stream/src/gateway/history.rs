@@ -216,12 +216,12 @@ fn step_parts(turn: &AssistantMessage, results: &[ToolResult]) -> Vec<UiPart> {
 
 fn tool_part(call: &ToolCall) -> ToolPart {
     ToolPart {
-        tool_call_id: call.id.clone(),
-        tool_name: call.name.clone(),
+        tool_call_id: call.id.to_string(),
+        tool_name: call.name.to_string(),
         state: "input-available".into(),
         input: call
             .arguments()
-            .unwrap_or_else(|_| Value::String(call.raw_arguments.clone())),
+            .unwrap_or_else(|_| Value::String(call.raw_arguments.to_string())),
         output: None,
         error_text: None,
         approval: None,
@@ -235,10 +235,10 @@ fn set_result(part: &mut ToolPart, result: &ToolResult) {
         part.approval = Some(approval(&part.tool_call_id.clone(), reason, Some(false)));
     } else if result.is_error {
         part.state = "output-error".into();
-        part.error_text = Some(result.content.clone());
+        part.error_text = Some(result.content.to_string());
     } else {
         part.state = "output-available".into();
-        part.output = Some(Value::String(result.content.clone()));
+        part.output = Some(Value::String(result.content.to_string()));
     }
 }
 

@@ -407,7 +407,7 @@ fn waiting(agent: &halo_core::HaloAgent) -> (Vec<String>, Vec<String>) {
     let approvals: Vec<String> = agent
         .pending_approvals()
         .into_iter()
-        .map(|p| p.call.id)
+        .map(|p| p.call.id.into())
         .collect();
     let results = agent
         .run_state()
@@ -415,7 +415,7 @@ fn waiting(agent: &halo_core::HaloAgent) -> (Vec<String>, Vec<String>) {
         .map(|step| {
             step.missing()
                 .into_iter()
-                .map(|c| c.id)
+                .map(|c| String::from(c.id))
                 .filter(|id| !approvals.contains(id))
                 .collect()
         })

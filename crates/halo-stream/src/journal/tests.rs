@@ -81,19 +81,19 @@ fn every_variant() -> Vec<JournalEvent> {
             at_ms: 9,
         },
         JournalEvent::Call {
-            call_id: call.id.clone(),
+            call_id: call.id.to_string(),
             status: CallStatus::Started,
             at_ms: 10,
         },
         JournalEvent::Call {
-            call_id: call.id.clone(),
+            call_id: call.id.to_string(),
             status: CallStatus::AwaitingApproval {
                 reason: "it runs commands".into(),
             },
             at_ms: 11,
         },
         JournalEvent::Call {
-            call_id: call.id.clone(),
+            call_id: call.id.to_string(),
             status: CallStatus::Approved,
             at_ms: 12,
         },

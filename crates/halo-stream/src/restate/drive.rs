@@ -102,7 +102,7 @@ pub(super) async fn run(
                 let Some(call) = calls.into_iter().next() else {
                     return Err(terminal(500, "the engine asked to run no tool calls"));
                 };
-                run_tool(ctx, &driver, &call, guarded.contains(&call.id)).await?
+                run_tool(ctx, &driver, &call, guarded.contains(call.id.as_str())).await?
             }
             Effect::Review { text } => step(ctx, "review", || driver.review(&text)).await?,
             Effect::Pause(pause) => {
@@ -249,9 +249,26 @@ async fn wait(
             }
         };
         let (feedback, at) = match answer {
-            Answer::Approve { at_ms } => (Feedback::Approve { call_id }, at_ms),
-            Answer::Reject { reason, at_ms } => (Feedback::Reject { call_id, reason }, at_ms),
-            Answer::Submit { output, at_ms } => (Feedback::Submit { call_id, output }, at_ms),
+            Answer::Approve { at_ms } => (
+                Feedback::Approve {
+                    call_id: call_id.to_string(),
+                },
+                at_ms,
+            ),
+            Answer::Reject { reason, at_ms } => (
+                Feedback::Reject {
+                    call_id: call_id.to_string(),
+                    reason,
+                },
+                at_ms,
+            ),
+            Answer::Submit { output, at_ms } => (
+                Feedback::Submit {
+                    call_id: call_id.to_string(),
+                    output,
+                },
+                at_ms,
+            ),
         };
         now = now.max(at);
         driver

@@ -327,7 +327,7 @@ fn steering_denials_and_step_usage_have_parts_of_their_own() {
         })
         .unwrap();
     let options = StreamOptions::new()
-        .with_denied_calls([call_id.clone()])
+        .with_denied_calls([call_id.to_string()])
         .with_step_usage(true);
     let lines = json_lines(&chunks(edited, options));
     assert!(lines.contains(&format!(

@@ -120,7 +120,10 @@ async fn stream_call(model: &OpenAiCompatible) -> Streamed {
             .message
             .tool_calls
             .iter()
-            .map(|c| (c.id.clone(), c.name.clone(), c.raw_arguments.clone()))
+            .map(|c| {
+                let text = |s: &halo_core::SmolStr| s.to_string();
+                (text(&c.id), text(&c.name), text(&c.raw_arguments))
+            })
             .collect();
         // Per call: the turn orders calls by wire index, the events by first appearance.
         let (mut by_id, mut finished) = (calls, finished);

@@ -134,6 +134,6 @@ pub fn results(out: &halo_core::GenerateTextResult) -> Vec<(String, String, bool
     out.steps
         .iter()
         .flat_map(|s| &s.tool_results)
-        .map(|r| (r.tool_name.clone(), r.content.clone(), r.is_error))
+        .map(|r| (r.tool_name.to_string(), r.content.to_string(), r.is_error))
         .collect()
 }

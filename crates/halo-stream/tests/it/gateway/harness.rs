@@ -68,8 +68,8 @@ impl ModelAdapter for Paced {
                 rest = &rest[cut..];
             }
             for (index, call) in response.message.tool_calls.iter().enumerate() {
-                yield Ok(ModelStreamEvent::ToolCallStart { index, id: call.id.clone(), name: call.name.clone() });
-                yield Ok(ModelStreamEvent::ToolCallDelta { index, arguments: call.raw_arguments.clone() });
+                yield Ok(ModelStreamEvent::ToolCallStart { index, id: call.id.to_string(), name: call.name.to_string() });
+                yield Ok(ModelStreamEvent::ToolCallDelta { index, arguments: call.raw_arguments.to_string() });
             }
             yield Ok(ModelStreamEvent::Finish(response));
         })
