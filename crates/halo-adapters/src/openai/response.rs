@@ -13,6 +13,7 @@ use halo_core::{
 };
 use serde::Deserialize;
 use serde_json::Value;
+use smol_str::SmolStr;
 
 /// A `chat.completion` object. Every field is optional so that servers that leave some
 /// out still parse; what Halo needs is checked in [`parse`].
@@ -39,7 +40,7 @@ pub(crate) struct ChatCompletion {
 #[serde(default)]
 pub(crate) struct Choice {
     pub message: Option<ResponseMessage>,
-    pub finish_reason: Option<String>,
+    pub finish_reason: Option<SmolStr>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -68,7 +69,7 @@ pub(crate) enum WireContent {
 #[cfg_attr(test, derive(PartialEq))]
 #[serde(default)]
 pub(crate) struct ResponseToolCall {
-    pub id: Option<String>,
+    pub id: Option<SmolStr>,
     pub function: Option<ResponseFunction>,
 }
 
@@ -76,10 +77,18 @@ pub(crate) struct ResponseToolCall {
 #[cfg_attr(test, derive(PartialEq))]
 #[serde(default)]
 pub(crate) struct ResponseFunction {
-    pub name: Option<String>,
-    /// A JSON string on the wire; kept as `Value` so a server that sends an object (or
-    /// `null`) is still understood.
-    pub arguments: Option<Value>,
+    pub name: Option<SmolStr>,
+    pub arguments: Option<WireArguments>,
+}
+
+/// `function.arguments`: a JSON string on the wire, or (some servers) the object itself,
+/// which is still understood.
+#[derive(Debug, Deserialize)]
+#[cfg_attr(test, derive(PartialEq))]
+#[serde(untagged)]
+pub(crate) enum WireArguments {
+    Text(SmolStr),
+    Other(Value),
 }
 
 /// The `usage` object of OpenAI, DeepSeek and the compatible servers.
@@ -291,15 +300,15 @@ pub(crate) fn parse(body: &[u8]) -> Result<ModelResponse, ModelError> {
             ModelError::InvalidResponse(format!("tool call {index} has no function name"))
         })?;
         let raw_arguments = match function.arguments {
-            Some(Value::String(s)) => s,
-            None | Some(Value::Null) => String::new(),
+            Some(WireArguments::Text(s)) => s,
+            None | Some(WireArguments::Other(Value::Null)) => SmolStr::default(),
             // Not the documented shape, but lossless: the object's JSON text.
-            Some(other) => other.to_string(),
+            Some(WireArguments::Other(other)) => other.to_string().into(),
         };
         let id = call
             .id
             .filter(|id| !id.is_empty())
-            .unwrap_or_else(fresh_call_id);
+            .unwrap_or_else(|| fresh_call_id().into());
         tool_calls.push(ToolCall::new(id, name, raw_arguments));
     }
 

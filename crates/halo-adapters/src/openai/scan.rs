@@ -18,11 +18,16 @@
 //! takes about 6,900 for the same body, with the same allocations (`docs/performance.md`).
 
 use serde_json::Value;
+use smol_str::{SmolStr, SmolStrBuilder};
 
 use super::response::{
     ChatCompletion, Choice, CompletionTokensDetails, PromptTokensDetails, ResponseFunction,
-    ResponseMessage, ResponseToolCall, Timings, WireContent, WireUsage,
+    ResponseMessage, ResponseToolCall, Timings, WireArguments, WireContent, WireUsage,
 };
+
+/// The longest text a [`SmolStr`] holds inline, in bytes: an unescaped string this long is
+/// built without an allocation.
+const INLINE: usize = 23;
 
 /// Objects and arrays nested deeper than this are left to `serde_json` (whose limit is 128).
 const MAX_DEPTH: u32 = 64;
@@ -263,6 +268,24 @@ impl<'a> Scan<'a> {
         }
     }
 
+    /// `null` or a string, as a [`SmolStr`]: inline, with no allocation, when it is short.
+    fn opt_smol(&mut self) -> Option<Option<SmolStr>> {
+        if self.peek()? != b'"' {
+            return self.null()?.then_some(None);
+        }
+        let (raw, escaped) = self.raw_str()?;
+        Some(Some(if !escaped {
+            SmolStr::new(raw)
+        } else if raw.len() <= INLINE {
+            // Decoding never lengthens the text.
+            let mut out = SmolStrBuilder::default();
+            unescape_into(raw, &mut out)?;
+            out.finish()
+        } else {
+            unescape(raw)?.into()
+        }))
+    }
+
     /// `null` or a non-negative integer that fits a `u64`, written without fraction or
     /// exponent (`serde_json` refuses `1.0` for a `u64`).
     fn opt_u64(&mut self) -> Option<Option<u64>> {
@@ -426,7 +449,7 @@ impl<'a> Scan<'a> {
         self.fields(&["message", "finish_reason"], |s, field| {
             match field {
                 0 => c.message = s.opt_object(Self::message)?,
-                _ => c.finish_reason = s.opt_str()?,
+                _ => c.finish_reason = s.opt_smol()?,
             }
             Some(())
         })?;
@@ -470,7 +493,7 @@ impl<'a> Scan<'a> {
         let mut c = ResponseToolCall::default();
         self.fields(&["id", "function"], |s, field| {
             match field {
-                0 => c.id = s.opt_str()?,
+                0 => c.id = s.opt_smol()?,
                 _ => c.function = s.opt_object(Self::function)?,
             }
             Some(())
@@ -482,9 +505,9 @@ impl<'a> Scan<'a> {
         let mut f = ResponseFunction::default();
         self.fields(&["name", "arguments"], |s, field| {
             match field {
-                0 => f.name = s.opt_str()?,
+                0 => f.name = s.opt_smol()?,
                 // Arguments as an object (not the documented string) go to serde_json.
-                _ => f.arguments = s.opt_str()?.map(Value::String),
+                _ => f.arguments = s.opt_smol()?.map(WireArguments::Text),
             }
             Some(())
         })?;
@@ -553,13 +576,19 @@ impl<'a> Scan<'a> {
 /// Decodes the escapes of a string's raw text (already checked by [`Scan::raw_str`]); `None`
 /// for a lone surrogate, which `serde_json` refuses in a string.
 fn unescape(raw: &str) -> Option<String> {
+    let mut out = String::with_capacity(raw.len());
+    unescape_into(raw, &mut out)?;
+    Some(out)
+}
+
+/// [`unescape`] into `out` (a `String` or a [`SmolStrBuilder`], whose writes never fail).
+fn unescape_into(raw: &str, out: &mut impl std::fmt::Write) -> Option<()> {
     let b = raw.as_bytes();
-    let mut out = String::with_capacity(b.len());
     // The raw text has no quote or control character left (`raw_str` checked it), so the
     // next byte `plain_run` stops at is a backslash.
     let mut start = 0;
     while let Some(i) = plain_run(b, start) {
-        out.push_str(raw.get(start..i)?);
+        out.write_str(raw.get(start..i)?).ok()?;
         let (c, used) = match *b.get(i + 1)? {
             b'"' => ('"', 2),
             b'\\' => ('\\', 2),
@@ -587,11 +616,10 @@ fn unescape(raw: &str) -> Option<String> {
             },
             _ => return None,
         };
-        out.push(c);
+        out.write_char(c).ok()?;
         start = i + used;
     }
-    out.push_str(raw.get(start..)?);
-    Some(out)
+    out.write_str(raw.get(start..)?).ok()
 }
 
 /// Four hex digits' value.

@@ -4,7 +4,7 @@
 use super::*;
 use proptest::collection::{btree_map, vec};
 use proptest::prelude::*;
-use serde_json::{Map, json};
+use serde_json::Map;
 
 fn serde(text: &str) -> Option<ChatCompletion> {
     serde_json::from_str(text).ok()
@@ -35,7 +35,12 @@ fn the_bodies_servers_send_are_read_as_serde_json_reads_them() {
         .function
         .unwrap()
         .arguments;
-    assert_eq!(arguments, Some(json!("{\"location\":\"Paris, été 🌞\"}")));
+    assert_eq!(
+        arguments,
+        Some(WireArguments::Text(
+            "{\"location\":\"Paris, été 🌞\"}".into()
+        ))
+    );
 }
 
 #[test]
