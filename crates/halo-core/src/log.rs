@@ -443,6 +443,25 @@ impl MessageLog {
         });
     }
 
+    /// Room for `more` messages beyond the length (at most up to the capacity), made at
+    /// once: a run makes it at its first step, so its history is not copied as the deques
+    /// double at 4, 8, 16 and 32 messages.
+    pub(crate) fn reserve(&mut self, more: usize) {
+        let room = more.min((self.capacity + 1).saturating_sub(self.messages.len()));
+        self.messages.reserve(room);
+        self.meta.reserve(room);
+    }
+
+    /// Gives back the room [`reserve`](Self::reserve) made that a run did not use, when it
+    /// is more than the length again: an idle session holds no more than doubling would
+    /// have left it.
+    pub(crate) fn trim(&mut self) {
+        if self.messages.capacity() > 2 * self.messages.len().max(4) {
+            self.messages.shrink_to_fit();
+            self.meta.shrink_to_fit();
+        }
+    }
+
     fn push_meta(&mut self, message: Message, meta: Meta) {
         self.messages.push_back(message);
         self.meta.push_back(meta);
@@ -726,5 +745,42 @@ mod tests {
         assert!(clone.messages.capacity() >= log.messages.capacity());
         assert!(clone.meta.capacity() >= log.meta.capacity());
         assert_eq!(clone, log);
+    }
+
+    #[test]
+    fn a_run_s_room_is_made_once_and_what_it_did_not_use_is_given_back() {
+        let mut log = MessageLog::with_capacity(100);
+        log.push(Message::user("q"));
+        log.reserve(41);
+        let (messages, meta) = (log.messages.capacity(), log.meta.capacity());
+        assert!(messages >= 42 && meta >= 42, "{messages} {meta}");
+        for i in 0..41 {
+            log.push(Message::user(i.to_string()));
+        }
+        assert_eq!(
+            log.messages.capacity(),
+            messages,
+            "no copy while the run's messages came"
+        );
+        // A log about as full as its room keeps it.
+        log.trim();
+        assert_eq!(log.messages.capacity(), messages);
+        // Never past the log's capacity (plus the one message an append holds before eviction).
+        log.reserve(1_000);
+        assert!(log.messages.capacity() < 1_000);
+
+        // A one-step run: the room it did not use is given back.
+        let mut short = MessageLog::with_capacity(100);
+        short.push(Message::user("q"));
+        short.reserve(41);
+        short.push(Message::user("a"));
+        short.trim();
+        assert!(
+            short.messages.capacity() < 8,
+            "{}",
+            short.messages.capacity()
+        );
+        assert!(short.meta.capacity() < 8);
+        assert_eq!(short.len(), 2);
     }
 }

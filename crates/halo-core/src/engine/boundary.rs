@@ -26,8 +26,11 @@ impl RunState {
             return;
         }
         if self.steps.capacity() == 0 {
-            // Room for the run's steps at once, not a copy of them at 4, 8 and 16.
-            self.steps.reserve(max_steps.min(STEPS_ROOM));
+            // Room for the run's steps at once, not a copy of them at 4, 8 and 16; and for
+            // their messages in the log (a call and its result a step, and the answer).
+            let steps = max_steps.min(STEPS_ROOM);
+            self.steps.reserve(steps);
+            self.log.reserve(2 * steps + 1);
         }
         let mut nudge = None;
         if self.steps.len() > self.loops.checked {

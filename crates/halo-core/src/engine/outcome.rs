@@ -80,6 +80,8 @@ impl RunState {
 
     /// The outcome of the run that ended, handed out once.
     pub(super) fn take_outcome(&mut self) -> Result<GenerateTextResult, HaloError> {
+        // The room made for the run's messages that it did not use is given back.
+        self.log.trim();
         match self.ending.take() {
             None => Err(HaloError::NothingToResume),
             Some(Ending::Answered) => {
