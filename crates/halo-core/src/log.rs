@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde::{Deserialize, Serialize};
 
 use crate::ledger::LogKey;
-use crate::message::Message;
+use crate::message::{Message, SmolStr};
 
 /// Default capacity of a [`MessageLog`], in messages.
 pub const DEFAULT_LOG_CAPACITY: usize = 1024;
@@ -499,8 +499,6 @@ impl MessageLog {
 
     fn repair_pairs(&mut self) {
         use std::collections::HashSet;
-
-        use crate::message::SmolStr;
         let answered: HashSet<SmolStr> = self
             .messages
             .iter()

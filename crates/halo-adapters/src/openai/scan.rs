@@ -15,7 +15,8 @@
 //! completion of a tool call into these types took `serde_json` 1.0.154 12,760 instructions,
 //! simd-json 0.19 14,124, sonic-rs 0.5 14,919 and a reader on jiter 0.19's iterator 17,800
 //! (callgrind, per parse): a third of an agent step of `cargo xtask bench loop`. This reader
-//! takes about 6,900 for the same body, with the same allocations (`docs/performance.md`).
+//! takes about 6,900 for the same body, with the same allocations (`docs/performance.md`);
+//! since the call's strings became `SmolStr`, it builds short ones inline, with none.
 
 use serde_json::Value;
 use smol_str::{SmolStr, SmolStrBuilder};
